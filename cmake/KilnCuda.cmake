@@ -1,0 +1,32 @@
+# KILN_CUDA=AUTO|ON|OFF decides whether the CUDA backend is built. CMake 3.25 finds nvcc only on
+# PATH, CUDACXX or CUDA_PATH, so AUTO also looks at /usr/local/cuda/bin/nvcc.
+set(KILN_WITH_CUDA OFF)
+if(NOT KILN_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+    find_program(KILN_NVCC nvcc PATHS /usr/local/cuda/bin ENV CUDA_PATH PATH_SUFFIXES bin)
+    if(KILN_NVCC)
+      set(CMAKE_CUDA_COMPILER ${KILN_NVCC})
+    endif()
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(KILN_WITH_CUDA ON)
+  elseif(KILN_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "kiln: KILN_CUDA=ON but no CUDA compiler was found (looked on PATH, "
+                        "CUDACXX, CUDA_PATH and /usr/local/cuda/bin/nvcc)")
+  endif()
+endif()
+if(KILN_WITH_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90-real 75-virtual)  # sm_90 machine code + compute_75 PTX
+  endif()
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  message(STATUS "kiln: CUDA backend ON (KILN_CUDA=${KILN_CUDA}, ${CMAKE_CUDA_COMPILER}, "
+                 "architectures ${CMAKE_CUDA_ARCHITECTURES})")
+else()
+  message(STATUS "kiln: CUDA backend OFF (KILN_CUDA=${KILN_CUDA})")
+endif()

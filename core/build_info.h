@@ -1,0 +1,24 @@
+// How this kiln was built and what it runs on, for programs that print their environment.
+#pragma once
+
+#include <string>
+
+namespace kiln {
+
+struct BuildInfo {
+  const char* version;
+  const char* git;    // commit at configure time
+  const char* flags;  // compiler and optimisation flags
+  const char* blas;   // "eigen" or "openblas"
+  bool cuda;          // the CUDA backend is built
+};
+
+const BuildInfo& build_info();
+
+// The CPU model name (from /proc/cpuinfo), or "unknown".
+std::string cpu_model();
+
+// One line: CPU, threads, build flags, GEMM source, CUDA, git commit.
+std::string environment_summary();
+
+}  // namespace kiln

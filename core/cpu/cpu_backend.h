@@ -1,0 +1,79 @@
+// The CPU backend: Eigen (or OpenBLAS) GEMM, OpenMP loops with fixed partitions. Its kernels
+// live in one file per family beside this header (memory, elementwise, reduce, gemm, rows,
+// indexing, random, optim).
+#pragma once
+
+#include <atomic>
+
+#include "core/backend.h"
+
+namespace kiln {
+
+class CpuBackend final : public Backend {
+ public:
+  void* allocate(std::size_t nbytes) override;
+  void deallocate(void* ptr, std::size_t nbytes) override;
+  void copy_from_host(void* dst, const void* src, std::size_t nbytes) override;
+  void copy_to_host(void* dst, const void* src, std::size_t nbytes) override;
+  std::size_t bytes_in_use() const override { return bytes_in_use_.load(); }
+  std::size_t peak_bytes_in_use() const override { return peak_bytes_.load(); }
+
+  void fill(const TensorArg& out, double value) override;
+  void arange(const TensorArg& out, double start, double step) override;
+  void copy(const TensorArg& out, const TensorArg& in) override;
+  void unary(UnaryOp op, const TensorArg& out, const TensorArg& in, double scalar) override;
+  void binary(BinaryOp op, const TensorArg& out, const TensorArg& a, const TensorArg& b) override;
+  void where(const TensorArg& out, const TensorArg& cond, const TensorArg& a,
+             const TensorArg& b) override;
+
+  void sum(DType dtype, const void* in, void* out, std::int64_t outer, std::int64_t reduced,
+           std::int64_t inner) override;
+  void max(DType dtype, const void* in, void* values, std::int64_t* indices, std::int64_t outer,
+           std::int64_t reduced, std::int64_t inner) override;
+  void sum_squares(DType dtype, const void* in, std::int64_t n, void* out) override;
+
+  void gemm(const GemmArgs& args) override;
+
+  void softmax_forward(const SoftmaxArgs& args, const void* x, void* y) override;
+  void softmax_backward(const SoftmaxArgs& args, const void* y, const void* dy, void* dx) override;
+  void layer_norm_forward(DType dtype, std::int64_t rows, std::int64_t cols, double eps,
+                          const void* x, const void* gamma, const void* beta, void* y, void* mean,
+                          void* rstd) override;
+  void layer_norm_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                           const void* gamma, const void* mean, const void* rstd, const void* dy,
+                           void* dx, void* dgamma, void* dbeta) override;
+  void cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t cols,
+                             const void* logits, const std::int64_t* targets,
+                             std::int64_t ignore_index, void* loss, void* logsumexp) override;
+  void cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t cols,
+                              const void* logits, const std::int64_t* targets,
+                              std::int64_t ignore_index, const void* logsumexp,
+                              const void* grad_loss, double scale, void* dlogits) override;
+
+  std::int64_t find_invalid_id(const std::int64_t* ids, std::int64_t n,
+                               std::int64_t limit) override;
+  void gather_rows(DType dtype, const void* table, std::int64_t cols, const std::int64_t* ids,
+                   std::int64_t n, void* out) override;
+  void scatter_add_rows(DType dtype, const void* grad, const std::int64_t* ids, std::int64_t n,
+                        std::int64_t cols, void* table_grad, std::int64_t table_rows) override;
+
+  void random_uniform(DType dtype, void* out, std::int64_t n, double low, double high,
+                      std::uint64_t seed, std::uint64_t offset) override;
+  void random_normal(DType dtype, void* out, std::int64_t n, double mean, double std,
+                     std::uint64_t seed, std::uint64_t offset) override;
+  void dropout_mask(DType dtype, void* mask, std::int64_t n, double p, std::uint64_t seed,
+                    std::uint64_t offset) override;
+
+  void adam_update(DType dtype, std::int64_t n, void* param, const void* grad, void* exp_avg,
+                   void* exp_avg_sq, const AdamArgs& args) override;
+  void sgd_update(DType dtype, std::int64_t n, void* param, const void* grad,
+                  void* momentum_buffer, const SgdArgs& args) override;
+
+ private:
+  std::atomic<std::size_t> bytes_in_use_{0};
+  std::atomic<std::size_t> peak_bytes_{0};
+};
+
+CpuBackend& cpu_backend();
+
+}  // namespace kiln

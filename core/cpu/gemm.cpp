@@ -1,0 +1,73 @@
+// CPU GEMM through Eigen's matrix product (which calls OpenBLAS when kiln is built with
+// KILN_BLAS=openblas, through EIGEN_USE_BLAS). Row-major operands are mapped in place; a
+// transposed operand is the same memory read column-major. Eigen parallelises one large product
+// over blocks of C (each block has one owner: deterministic); a batch of small products runs one
+// product per task instead.
+#include <Eigen/Core>
+
+#include "core/cpu/cpu_backend.h"
+#include "core/cpu/parallel.h"
+
+namespace kiln {
+
+namespace {
+
+template <typename T>
+using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename T>
+using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+template <typename M> using ConstMap = Eigen::Map<const M, 0, Eigen::OuterStride<>>;
+
+// C (m x n) = alpha * op(A) (m x k) * op(B) (k x n) + beta * C, row-major with leading dims.
+template <typename T, typename MatA, typename MatB>
+void gemm_one(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* c, std::int64_t ldc,
+              std::int64_t m, std::int64_t n, std::int64_t k, T alpha, T beta) {
+  ConstMap<MatA> A(a, m, k, Eigen::OuterStride<>(lda));
+  ConstMap<MatB> B(b, k, n, Eigen::OuterStride<>(ldb));
+  Eigen::Map<RowMajor<T>, 0, Eigen::OuterStride<>> C(c, m, n, Eigen::OuterStride<>(ldc));
+  if (beta == T(0)) {
+    if (alpha == T(1)) {
+      C.noalias() = A * B;
+    } else {
+      C.noalias() = alpha * (A * B);
+    }
+  } else {
+    if (beta != T(1)) C *= beta;
+    C.noalias() += alpha * (A * B);
+  }
+}
+
+template <typename T, typename MatA, typename MatB> void gemm_batched(const GemmArgs& g) {
+  const T* a = static_cast<const T*>(g.a);
+  const T* b = static_cast<const T*>(g.b);
+  T* c = static_cast<T*>(g.c);
+  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  auto one = [&](std::int64_t i) {
+    gemm_one<T, MatA, MatB>(a + i * g.stride_a, g.lda, b + i * g.stride_b, g.ldb,
+                            c + i * g.stride_c, g.ldc, g.m, g.n, g.k, alpha, beta);
+  };
+  // Small products in a batch: one per task (Eigen stays single-threaded inside a parallel
+  // region). Large ones: one after the other, each parallelised by Eigen.
+  const bool small = g.m * g.n * g.k < (1 << 21);
+  if (g.batch > 1 && small) {
+    parallel_tasks(g.batch, g.batch * g.m * g.n * g.k, one);
+  } else {
+    for (std::int64_t i = 0; i < g.batch; ++i) one(i);
+  }
+}
+
+template <typename T> void gemm_typed(const GemmArgs& g) {
+  // op(A) is A (row-major, m x k) or A^T: the k x m row-major block read as m x k column-major.
+  if (!g.trans_a && !g.trans_b) gemm_batched<T, RowMajor<T>, RowMajor<T>>(g);
+  if (!g.trans_a && g.trans_b) gemm_batched<T, RowMajor<T>, ColMajor<T>>(g);
+  if (g.trans_a && !g.trans_b) gemm_batched<T, ColMajor<T>, RowMajor<T>>(g);
+  if (g.trans_a && g.trans_b) gemm_batched<T, ColMajor<T>, ColMajor<T>>(g);
+}
+
+}  // namespace
+
+void CpuBackend::gemm(const GemmArgs& args) {
+  dispatch_floating(args.dtype, [&](auto tag) { gemm_typed<decltype(tag)>(args); });
+}
+
+}  // namespace kiln

@@ -1,0 +1,253 @@
+// Fused row kernels on the CPU: softmax (optionally causal, optionally log), layer norm and
+// cross-entropy, forward and backward, one task per block of rows. Row statistics accumulate in
+// float64; each row is owned by one task, so results do not depend on the thread count.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/cpu/cpu_backend.h"
+#include "core/cpu/parallel.h"
+#include "core/cpu/vec_exp.h"
+
+namespace kiln {
+
+namespace {
+
+// The number of leading columns row r may see.
+std::int64_t visible_cols(const SoftmaxArgs& a, std::int64_t row) {
+  if (!a.causal) return a.cols;
+  return std::clamp<std::int64_t>(row % a.query_len + a.query_offset + 1, 0, a.cols);
+}
+
+template <typename T> T row_max(const T* x, std::int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (std::int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
+  return m;
+}
+
+// sum_j exp(x_j - shift), writing the exponentials to e when it is not null.
+template <typename T> double sum_exp(const T* x, std::int64_t n, T shift, T* e) {
+  double acc[8] = {};
+  for (std::int64_t j = 0; j < n; ++j) {
+    const T v = vec_exp(x[j] - shift);
+    if (e != nullptr) e[j] = v;
+    acc[j % 8] += v;
+  }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+template <typename T> void softmax_forward_rows(const SoftmaxArgs& a, const T* x, T* y) {
+  parallel_tasks(a.rows, a.rows * a.cols, [&](std::int64_t r) {
+    const T* xr = x + r * a.cols;
+    T* yr = y + r * a.cols;
+    const std::int64_t n = visible_cols(a, r);
+    const T m = row_max(xr, n);
+    if (a.log) {
+      const T lse = m + static_cast<T>(std::log(sum_exp(xr, n, m, static_cast<T*>(nullptr))));
+      for (std::int64_t j = 0; j < n; ++j) yr[j] = xr[j] - lse;
+      for (std::int64_t j = n; j < a.cols; ++j) yr[j] = -std::numeric_limits<T>::infinity();
+    } else {
+      const T inv = static_cast<T>(1.0 / sum_exp(xr, n, m, yr));
+      for (std::int64_t j = 0; j < n; ++j) yr[j] *= inv;
+      for (std::int64_t j = n; j < a.cols; ++j) yr[j] = T(0);
+    }
+  });
+}
+
+// softmax: dx = y * (dy - sum(dy * y)); log_softmax: dx = dy - exp(y) * sum(dy).
+template <typename T>
+void softmax_backward_rows(const SoftmaxArgs& a, const T* y, const T* dy, T* dx) {
+  parallel_tasks(a.rows, a.rows * a.cols, [&](std::int64_t r) {
+    const T* yr = y + r * a.cols;
+    const T* gr = dy + r * a.cols;
+    T* out = dx + r * a.cols;
+    const std::int64_t n = visible_cols(a, r);
+    double acc[8] = {};
+    if (a.log) {
+      for (std::int64_t j = 0; j < n; ++j) acc[j % 8] += gr[j];
+    } else {
+      for (std::int64_t j = 0; j < n; ++j) acc[j % 8] += static_cast<double>(gr[j]) * yr[j];
+    }
+    const T s = static_cast<T>(((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                               ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+    if (a.log) {
+      for (std::int64_t j = 0; j < n; ++j) out[j] = gr[j] - vec_exp(yr[j]) * s;
+    } else {
+      for (std::int64_t j = 0; j < n; ++j) out[j] = yr[j] * (gr[j] - s);
+    }
+    for (std::int64_t j = n; j < a.cols; ++j) out[j] = T(0);
+  });
+}
+
+// y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps) (biased variance).
+template <typename T>
+void layer_norm_forward_rows(std::int64_t rows, std::int64_t cols, double eps, const T* x,
+                             const T* gamma, const T* beta, T* y, T* mean, T* rstd) {
+  parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
+    const T* xr = x + r * cols;
+    double sum = 0.0;
+    for (std::int64_t j = 0; j < cols; ++j) sum += xr[j];
+    const double mu = sum / static_cast<double>(cols);
+    double sq = 0.0;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const double d = xr[j] - mu;
+      sq += d * d;
+    }
+    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(cols) + eps);
+    const T m = static_cast<T>(mu), s = static_cast<T>(inv);
+    T* yr = y + r * cols;
+    for (std::int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - m) * s * gamma[j] + beta[j];
+    mean[r] = m;
+    rstd[r] = s;
+  });
+}
+
+// With xhat = (x - mean) * rstd and g = dy * gamma:
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dgamma = sum_rows dy * xhat,
+//   dbeta = sum_rows dy.
+// dgamma/dbeta are summed per fixed block of rows, then the blocks in order.
+template <typename T>
+void layer_norm_backward_rows(std::int64_t rows, std::int64_t cols, const T* x, const T* gamma,
+                              const T* mean, const T* rstd, const T* dy, T* dx, T* dgamma,
+                              T* dbeta) {
+  parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
+    const T* xr = x + r * cols;
+    const T* gr = dy + r * cols;
+    const T m = mean[r], s = rstd[r];
+    double sum_g = 0.0, sum_gx = 0.0;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const double g = static_cast<double>(gr[j]) * gamma[j];
+      sum_g += g;
+      sum_gx += g * ((xr[j] - m) * s);
+    }
+    const T mean_g = static_cast<T>(sum_g / cols), mean_gx = static_cast<T>(sum_gx / cols);
+    T* out = dx + r * cols;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const T xhat = (xr[j] - m) * s;
+      out[j] = s * (gr[j] * gamma[j] - mean_g - xhat * mean_gx);
+    }
+  });
+  constexpr std::int64_t kRowBlock = 64;
+  const std::int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  std::vector<double> partial_gamma(blocks * cols), partial_beta(blocks * cols);
+  parallel_tasks(blocks, rows * cols, [&](std::int64_t b) {
+    double* pg = partial_gamma.data() + b * cols;
+    double* pb = partial_beta.data() + b * cols;
+    for (std::int64_t r = b * kRowBlock; r < std::min(rows, (b + 1) * kRowBlock); ++r) {
+      const T* xr = x + r * cols;
+      const T* gr = dy + r * cols;
+      for (std::int64_t j = 0; j < cols; ++j) {
+        pg[j] += static_cast<double>(gr[j]) * ((xr[j] - mean[r]) * rstd[r]);
+        pb[j] += gr[j];
+      }
+    }
+  });
+  for (std::int64_t j = 0; j < cols; ++j) {
+    double g = 0.0, b = 0.0;
+    for (std::int64_t k = 0; k < blocks; ++k) {
+      g += partial_gamma[k * cols + j];
+      b += partial_beta[k * cols + j];
+    }
+    dgamma[j] = static_cast<T>(g);
+    dbeta[j] = static_cast<T>(b);
+  }
+}
+
+// loss = logsumexp(x) - x[target], logsumexp saved for backward.
+template <typename T>
+void cross_entropy_forward_rows(std::int64_t rows, std::int64_t cols, const T* logits,
+                                const std::int64_t* targets, std::int64_t ignore_index, T* loss,
+                                T* logsumexp) {
+  parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
+    const T* xr = logits + r * cols;
+    const T m = row_max(xr, cols);
+    const T lse = m + static_cast<T>(std::log(sum_exp(xr, cols, m, static_cast<T*>(nullptr))));
+    logsumexp[r] = lse;
+    loss[r] = targets[r] == ignore_index ? T(0) : lse - xr[targets[r]];
+  });
+}
+
+template <typename T>
+void cross_entropy_backward_rows(std::int64_t rows, std::int64_t cols, const T* logits,
+                                 const std::int64_t* targets, std::int64_t ignore_index,
+                                 const T* logsumexp, T grad_scale, T* dlogits) {
+  parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
+    const T* xr = logits + r * cols;
+    T* out = dlogits + r * cols;
+    if (targets[r] == ignore_index) {
+      std::fill(out, out + cols, T(0));
+      return;
+    }
+    const T lse = logsumexp[r];
+    for (std::int64_t j = 0; j < cols; ++j) out[j] = vec_exp(xr[j] - lse) * grad_scale;
+    out[targets[r]] -= grad_scale;
+  });
+}
+
+}  // namespace
+
+void CpuBackend::softmax_forward(const SoftmaxArgs& args, const void* x, void* y) {
+  dispatch_floating(args.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    softmax_forward_rows(args, static_cast<const T*>(x), static_cast<T*>(y));
+  });
+}
+
+void CpuBackend::softmax_backward(const SoftmaxArgs& args, const void* y, const void* dy,
+                                  void* dx) {
+  dispatch_floating(args.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    softmax_backward_rows(args, static_cast<const T*>(y), static_cast<const T*>(dy),
+                          static_cast<T*>(dx));
+  });
+}
+
+void CpuBackend::layer_norm_forward(DType dtype, std::int64_t rows, std::int64_t cols, double eps,
+                                    const void* x, const void* gamma, const void* beta, void* y,
+                                    void* mean, void* rstd) {
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    layer_norm_forward_rows(rows, cols, eps, static_cast<const T*>(x),
+                            static_cast<const T*>(gamma), static_cast<const T*>(beta),
+                            static_cast<T*>(y), static_cast<T*>(mean), static_cast<T*>(rstd));
+  });
+}
+
+void CpuBackend::layer_norm_backward(DType dtype, std::int64_t rows, std::int64_t cols,
+                                     const void* x, const void* gamma, const void* mean,
+                                     const void* rstd, const void* dy, void* dx, void* dgamma,
+                                     void* dbeta) {
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    layer_norm_backward_rows(rows, cols, static_cast<const T*>(x), static_cast<const T*>(gamma),
+                             static_cast<const T*>(mean), static_cast<const T*>(rstd),
+                             static_cast<const T*>(dy), static_cast<T*>(dx),
+                             static_cast<T*>(dgamma), static_cast<T*>(dbeta));
+  });
+}
+
+void CpuBackend::cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t cols,
+                                       const void* logits, const std::int64_t* targets,
+                                       std::int64_t ignore_index, void* loss, void* logsumexp) {
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_forward_rows(rows, cols, static_cast<const T*>(logits), targets, ignore_index,
+                               static_cast<T*>(loss), static_cast<T*>(logsumexp));
+  });
+}
+
+void CpuBackend::cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t cols,
+                                        const void* logits, const std::int64_t* targets,
+                                        std::int64_t ignore_index, const void* logsumexp,
+                                        const void* grad_loss, double scale, void* dlogits) {
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T grad_scale = static_cast<T>(*static_cast<const T*>(grad_loss) * scale);
+    cross_entropy_backward_rows(rows, cols, static_cast<const T*>(logits), targets, ignore_index,
+                                static_cast<const T*>(logsumexp), grad_scale,
+                                static_cast<T*>(dlogits));
+  });
+}
+
+}  // namespace kiln

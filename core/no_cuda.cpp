@@ -1,0 +1,15 @@
+// Linked instead of core/cuda/ when kiln is built without CUDA (KILN_CUDA=OFF or no nvcc).
+#include "core/backend.h"
+#include "core/error.h"
+
+namespace kiln {
+
+Backend& cuda_backend(int index) {
+  fail("device cuda:{}: this kiln was built without CUDA; reconfigure with -DKILN_CUDA=ON on a "
+       "machine with the CUDA toolkit",
+       index);
+}
+
+int cuda_device_count() { return 0; }
+
+}  // namespace kiln

@@ -1,0 +1,207 @@
+// Elementwise ops and their backward rules.
+#include "core/ops/elementwise.h"
+
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/ops/op_utils.h"
+#include "core/ops/reduction.h"
+
+namespace kiln {
+
+namespace {
+
+Tensor unary_kernel(std::string_view op, UnaryOp kind, const Tensor& x, double scalar = 0.0) {
+  check_defined(op, x);
+  check_floating(op, x);
+  Tensor out = empty(x.shape(), {x.dtype(), x.device()});
+  backend_of(x).unary(kind, arg_of(out), arg_of(x), scalar);
+  return out;
+}
+
+Tensor binary_kernel(std::string_view op, BinaryOp kind, const Tensor& a, const Tensor& b,
+                     bool integers_allowed = false) {
+  check_defined(op, a);
+  check_defined(op, b);
+  check_same_dtype_device(op, a, b);
+  if (!integers_allowed) check_floating(op, a);
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor out = empty(shape, {a.dtype(), a.device()});
+  backend_of(a).binary(kind, arg_of(out), broadcast_arg(a, shape), broadcast_arg(b, shape));
+  return out;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel("add", BinaryOp::add, a, b);
+  record("add", out, {a, b}, {}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const Saved& s) {
+    return Grads{s.needs_grad(0) ? sum_to(g, sa) : Tensor(),
+                 s.needs_grad(1) ? sum_to(g, sb) : Tensor()};
+  });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel("sub", BinaryOp::sub, a, b);
+  record("sub", out, {a, b}, {}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const Saved& s) {
+    return Grads{s.needs_grad(0) ? sum_to(g, sa) : Tensor(),
+                 s.needs_grad(1) ? sum_to(neg(g), sb) : Tensor()};
+  });
+  return out;
+}
+
+// d(ab)/da = b, d(ab)/db = a.
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel("mul", BinaryOp::mul, a, b);
+  record("mul", out, {a, b}, {a, b}, [](const Tensor& g, const Saved& s) {
+    return Grads{s.needs_grad(0) ? sum_to(mul(g, s[1]), s[0].shape()) : Tensor(),
+                 s.needs_grad(1) ? sum_to(mul(g, s[0]), s[1].shape()) : Tensor()};
+  });
+  return out;
+}
+
+// d(a/b)/da = 1/b, d(a/b)/db = -a/b^2.
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel("div", BinaryOp::div, a, b);
+  record("div", out, {a, b}, {a, b}, [](const Tensor& g, const Saved& s) {
+    const Tensor g_over_b = div(g, s[1]);
+    return Grads{s.needs_grad(0) ? sum_to(g_over_b, s[0].shape()) : Tensor(),
+                 s.needs_grad(1) ? sum_to(neg(mul(g_over_b, div(s[0], s[1]))), s[1].shape())
+                                 : Tensor()};
+  });
+  return out;
+}
+
+Tensor add(const Tensor& a, double b) {
+  Tensor out = unary_kernel("add", UnaryOp::add_scalar, a, b);
+  record("add", out, {a}, {}, [](const Tensor& g, const Saved&) { return Grads{g}; });
+  return out;
+}
+
+Tensor sub(const Tensor& a, double b) {
+  Tensor out = unary_kernel("sub", UnaryOp::add_scalar, a, -b);
+  record("sub", out, {a}, {}, [](const Tensor& g, const Saved&) { return Grads{g}; });
+  return out;
+}
+
+Tensor mul(const Tensor& a, double b) {
+  Tensor out = unary_kernel("mul", UnaryOp::mul_scalar, a, b);
+  record("mul", out, {a}, {}, [b](const Tensor& g, const Saved&) { return Grads{mul(g, b)}; });
+  return out;
+}
+
+Tensor div(const Tensor& a, double b) {
+  Tensor out = unary_kernel("div", UnaryOp::div_scalar, a, b);
+  record("div", out, {a}, {}, [b](const Tensor& g, const Saved&) { return Grads{div(g, b)}; });
+  return out;
+}
+
+Tensor rsub(double a, const Tensor& b) {
+  Tensor out = unary_kernel("rsub", UnaryOp::rsub_scalar, b, a);
+  record("rsub", out, {b}, {}, [](const Tensor& g, const Saved&) { return Grads{neg(g)}; });
+  return out;
+}
+
+// d(a/x)/dx = -a/x^2 = -y/x.
+Tensor rdiv(double a, const Tensor& b) {
+  Tensor out = unary_kernel("rdiv", UnaryOp::rdiv_scalar, b, a);
+  record("rdiv", out, {b}, {b, out}, [](const Tensor& g, const Saved& s) {
+    return Grads{neg(mul(g, div(s[1], s[0])))};
+  });
+  return out;
+}
+
+Tensor neg(const Tensor& x) {
+  Tensor out = unary_kernel("neg", UnaryOp::neg, x);
+  record("neg", out, {x}, {}, [](const Tensor& g, const Saved&) { return Grads{neg(g)}; });
+  return out;
+}
+
+// d exp(x) = exp(x) dx: saves the output.
+Tensor exp(const Tensor& x) {
+  Tensor out = unary_kernel("exp", UnaryOp::exp, x);
+  record("exp", out, {x}, {out}, [](const Tensor& g, const Saved& s) {
+    return Grads{mul(g, s[0])};
+  });
+  return out;
+}
+
+Tensor log(const Tensor& x) {
+  Tensor out = unary_kernel("log", UnaryOp::log, x);
+  record("log", out, {x}, {x}, [](const Tensor& g, const Saved& s) {
+    return Grads{div(g, s[0])};
+  });
+  return out;
+}
+
+// d sqrt(x) = dx / (2 sqrt(x)).
+Tensor sqrt(const Tensor& x) {
+  Tensor out = unary_kernel("sqrt", UnaryOp::sqrt, x);
+  record("sqrt", out, {x}, {out}, [](const Tensor& g, const Saved& s) {
+    return Grads{div(mul(g, 0.5), s[0])};
+  });
+  return out;
+}
+
+// d x^p = p x^(p-1) dx.
+Tensor pow(const Tensor& x, double exponent) {
+  Tensor out = unary_kernel("pow", UnaryOp::pow_scalar, x, exponent);
+  record("pow", out, {x}, {x}, [exponent](const Tensor& g, const Saved& s) {
+    return Grads{mul(g, mul(pow(s[0], exponent - 1.0), exponent))};
+  });
+  return out;
+}
+
+// Activations: backward kernels read the saved output (tanh, sigmoid, relu) or input (gelu).
+namespace {
+Tensor activation_backward(BinaryOp kind, const Tensor& g, const Tensor& saved) {
+  Tensor out = empty(g.shape(), {g.dtype(), g.device()});
+  backend_of(g).binary(kind, arg_of(out), arg_of(g), broadcast_arg(saved, g.shape()));
+  return out;
+}
+}  // namespace
+
+Tensor tanh(const Tensor& x) {
+  Tensor out = unary_kernel("tanh", UnaryOp::tanh, x);
+  record("tanh", out, {x}, {out}, [](const Tensor& g, const Saved& s) {
+    return Grads{activation_backward(BinaryOp::tanh_backward, g, s[0])};
+  });
+  return out;
+}
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor out = unary_kernel("sigmoid", UnaryOp::sigmoid, x);
+  record("sigmoid", out, {x}, {out}, [](const Tensor& g, const Saved& s) {
+    return Grads{activation_backward(BinaryOp::sigmoid_backward, g, s[0])};
+  });
+  return out;
+}
+
+// relu'(x) = [x > 0] = [relu(x) > 0]: saves the output.
+Tensor relu(const Tensor& x) {
+  Tensor out = unary_kernel("relu", UnaryOp::relu, x);
+  record("relu", out, {x}, {out}, [](const Tensor& g, const Saved& s) {
+    return Grads{activation_backward(BinaryOp::relu_backward, g, s[0])};
+  });
+  return out;
+}
+
+Tensor gelu(const Tensor& x, GeluApproximation approximation) {
+  const bool tanh_form = approximation == GeluApproximation::tanh;
+  Tensor out = unary_kernel("gelu", tanh_form ? UnaryOp::gelu_tanh : UnaryOp::gelu_erf, x);
+  record("gelu", out, {x}, {x}, [tanh_form](const Tensor& g, const Saved& s) {
+    return Grads{activation_backward(
+        tanh_form ? BinaryOp::gelu_tanh_backward : BinaryOp::gelu_erf_backward, g, s[0])};
+  });
+  return out;
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_kernel("eq", BinaryOp::eq, a, b, true); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_kernel("ne", BinaryOp::ne, a, b, true); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_kernel("lt", BinaryOp::lt, a, b, true); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_kernel("le", BinaryOp::le, a, b, true); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_kernel("gt", BinaryOp::gt, a, b, true); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_kernel("ge", BinaryOp::ge, a, b, true); }
+
+}  // namespace kiln

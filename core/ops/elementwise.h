@@ -1,0 +1,54 @@
+// Elementwise ops. Binary ops broadcast (NumPy rules) both ways; a C++ scalar operand takes the
+// tensor's dtype. Arithmetic needs float32 or float64; comparisons also take int64 and give 1/0
+// in the inputs' dtype. All arithmetic ops are differentiable.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor rsub(double a, const Tensor& b);  // a - b
+Tensor rdiv(double a, const Tensor& b);  // a / b
+
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+enum class GeluApproximation { none, tanh };  // none: x * Phi(x) with erf; tanh: the GPT-2 form
+Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::none);
+
+// Comparisons (not differentiable).
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+inline Tensor operator-(double a, const Tensor& b) { return rsub(a, b); }
+inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator/(double a, const Tensor& b) { return rdiv(a, b); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+
+}  // namespace kiln

@@ -1,0 +1,141 @@
+// matmul: (.., n, k) @ (.., k, m) on the backend's (strided-batched) GEMM.
+#include "core/ops/matmul.h"
+
+#include "core/autograd.h"
+#include "core/ops/op_utils.h"
+#include "core/ops/reduction.h"
+
+namespace kiln {
+
+namespace {
+
+// How a GEMM reads one operand of a batch of matrices: transposed or not, leading dimension,
+// element stride between consecutive matrices of the flattened batch.
+struct MatrixLayout {
+  Tensor tensor;  // the tensor whose data the GEMM reads (a copy if the view was unusable)
+  bool transposed = false;
+  std::int64_t ld = 0;
+  std::int64_t batch_stride = 0;
+};
+
+// The single stride that steps through all batch dims in row-major order, if there is one.
+bool flat_batch_stride(const Tensor& t, std::int64_t& stride) {
+  const std::int64_t nbatch = t.dim() - 2;
+  stride = 0;
+  std::int64_t expected = -1;  // stride the next-outer dim must have
+  for (std::int64_t i = nbatch - 1; i >= 0; --i) {
+    const std::int64_t size = t.shape()[i], st = t.strides()[i];
+    if (size == 1) continue;
+    if (expected < 0) {
+      stride = st;
+    } else if (st != expected) {
+      return false;
+    }
+    expected = st * size;
+  }
+  return true;
+}
+
+MatrixLayout layout_of(const Tensor& t) {
+  const std::int64_t rows = t.size(-2), cols = t.size(-1);
+  const std::int64_t rs = t.strides()[t.dim() - 2], cs = t.strides()[t.dim() - 1];
+  MatrixLayout layout{t};
+  std::int64_t batch_stride = 0;
+  const bool batch_ok = flat_batch_stride(t, batch_stride);
+  if (batch_ok && (cs == 1 || cols == 1) && rs >= std::max<std::int64_t>(cols, 1)) {
+    layout.ld = rs;
+  } else if (batch_ok && (rs == 1 || rows == 1) && cs >= std::max<std::int64_t>(rows, 1)) {
+    layout.transposed = true;
+    layout.ld = cs;
+  } else {
+    layout.tensor = t.contiguous();
+    layout.ld = std::max<std::int64_t>(cols, 1);
+    flat_batch_stride(layout.tensor, batch_stride);
+  }
+  layout.batch_stride = batch_stride;
+  return layout;
+}
+
+// out (batch.., n, m) = a (batch.., n, k) @ b (batch.., k, m), operands already broadcast.
+void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const std::int64_t n = a.size(-2), k = a.size(-1), m = b.size(-1);
+  const MatrixLayout la = layout_of(a), lb = layout_of(b);
+  GemmArgs args;
+  args.dtype = a.dtype();
+  args.m = n;
+  args.n = m;
+  args.k = k;
+  args.a = la.tensor.raw_data();
+  args.trans_a = la.transposed;
+  args.lda = la.ld;
+  args.b = lb.tensor.raw_data();
+  args.trans_b = lb.transposed;
+  args.ldb = lb.ld;
+  args.c = out.raw_data();
+  args.ldc = std::max<std::int64_t>(m, 1);
+  args.batch = numel_of(Shape(out.shape().begin(), out.shape().end() - 2));
+  args.stride_a = la.batch_stride;
+  args.stride_b = lb.batch_stride;
+  args.stride_c = n * m;
+  if (args.batch == 0 || n == 0 || m == 0) return;
+  backend_of(out).gemm(args);
+}
+
+Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b) {
+  const std::int64_t n = a.size(-2), k = a.size(-1), kb = b.size(-2), m = b.size(-1);
+  KILN_CHECK(k == kb, "matmul: shapes {} and {} do not match ({} != {})", a.shape(), b.shape(), k,
+             kb);
+  const Shape batch_a(a.shape().begin(), a.shape().end() - 2);
+  const Shape batch_b(b.shape().begin(), b.shape().end() - 2);
+  Shape out_shape = broadcast_shapes(batch_a, batch_b, "matmul");
+  const Shape batch = out_shape;
+  out_shape.push_back(n);
+  out_shape.push_back(m);
+  Tensor out = empty(out_shape, {a.dtype(), a.device()});
+  if (k == 0) {
+    out.zero_();
+  } else if (b.dim() == 2 && a.dim() > 2 && a.is_contiguous()) {
+    // (batch.., n, k) @ (k, m): one GEMM over batch * n rows.
+    gemm_into(out.view({-1, m}), a.detach().view({-1, k}), b.detach());
+  } else {
+    Shape shape_a = batch, shape_b = batch;
+    shape_a.insert(shape_a.end(), {n, k});
+    shape_b.insert(shape_b.end(), {k, m});
+    gemm_into(out, a.detach().expand(shape_a), b.detach().expand(shape_b));
+  }
+  // dA = dY B^T, dB = A^T dY, summed over broadcast batch dims.
+  record("matmul", out, {a, b}, {a, b}, [](const Tensor& g, const Saved& s) {
+    const Tensor& a = s[0];
+    const Tensor& b = s[1];
+    Tensor grad_a, grad_b;
+    if (s.needs_grad(0)) grad_a = sum_to(matmul_2d_or_more(g, b.transpose(-1, -2)), a.shape());
+    if (s.needs_grad(1)) {
+      if (b.dim() == 2 && a.dim() > 2) {
+        grad_b = matmul_2d_or_more(a.reshape({-1, a.size(-1)}).t(), g.reshape({-1, g.size(-1)}));
+      } else {
+        grad_b = sum_to(matmul_2d_or_more(a.transpose(-1, -2), g), b.shape());
+      }
+    }
+    return Grads{grad_a, grad_b};
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_defined("matmul", a);
+  check_defined("matmul", b);
+  check_same_dtype_device("matmul", a, b);
+  check_floating("matmul", a);
+  KILN_CHECK(a.dim() >= 1 && b.dim() >= 1,
+             "matmul: both operands need at least one dim, got shapes {} and {}", a.shape(),
+             b.shape());
+  const bool a_vector = a.dim() == 1, b_vector = b.dim() == 1;
+  Tensor out = matmul_2d_or_more(a_vector ? a.unsqueeze(0) : a, b_vector ? b.unsqueeze(1) : b);
+  if (a_vector) out = out.squeeze(-2);
+  if (b_vector) out = out.squeeze(-1);
+  return out;
+}
+
+}  // namespace kiln

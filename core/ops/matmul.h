@@ -1,0 +1,13 @@
+// Matrix products on the backend's GEMM (Eigen or OpenBLAS on the CPU, cuBLAS on CUDA).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+// a (.., n, k) @ b (.., k, m) -> (.., n, m), batch dims broadcast; 1-D operands are treated as
+// a row (a) or a column (b) vector and that dim is dropped from the result. Transposed views
+// are read in place, without a copy.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+}  // namespace kiln

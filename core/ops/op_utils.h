@@ -1,0 +1,33 @@
+// Helpers shared by the op implementations (not part of the public API).
+#pragma once
+
+#include <string_view>
+
+#include "core/backend.h"
+#include "core/storage.h"
+#include "core/tensor.h"
+#include "core/tensor_impl.h"
+
+namespace kiln {
+
+// The kernel view of a tensor: first element, dtype, sizes and strides.
+inline TensorArg arg_of(const Tensor& t) {
+  return TensorArg{t.raw_data(), t.dtype(), t.shape(), t.strides()};
+}
+
+// The kernel view of `t` read as `target` shape (broadcast: stretched dims get stride 0).
+inline TensorArg broadcast_arg(const Tensor& t, const Shape& target) {
+  return TensorArg{t.raw_data(), t.dtype(), target,
+                   broadcast_strides(t.shape(), t.strides(), target)};
+}
+
+inline Backend& backend_of(const Tensor& t) { return t.storage()->backend(); }
+
+// Errors unless a and b have the same dtype and device.
+void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor& b);
+// Errors unless t has a floating dtype.
+void check_floating(std::string_view op, const Tensor& t);
+// Errors unless t is defined.
+void check_defined(std::string_view op, const Tensor& t);
+
+}  // namespace kiln

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs kiln's build dependencies (Debian packages) when any is missing, then configures and
+# builds build/ in Release (CMake's default layout). KILN_OFFLINE=1 skips apt-get (the GPU
+# machine has no network). Arguments go to CMake's configure step, e.g. -DKILN_CUDA=ON.
+# KILN_BUILD_DIR overrides the build folder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake make g++ libeigen3-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev
+          python3-numpy)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "${KILN_OFFLINE:-0}" = 1 ]; then
+    echo "setup: KILN_OFFLINE=1, not installing ${missing[*]}" >&2
+  else
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo=sudo
+    echo "setup: installing ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+fi
+
+build_dir=${KILN_BUILD_DIR:-build}
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "$@"
+cmake --build "$build_dir" -j "$(nproc)"
