@@ -1,0 +1,68 @@
+#include "core/ops/cross_entropy.h"
+
+#include "core/autograd.h"
+#include "core/ops/op_utils.h"
+
+namespace kiln {
+
+// Forward keeps each row's logsumexp; backward is d loss / d logits = (softmax - onehot) / count,
+// recomputed from logits and logsumexp in one pass, so the probabilities are never stored.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
+  check_defined("cross_entropy", logits);
+  check_defined("cross_entropy", targets);
+  check_floating("cross_entropy", logits);
+  KILN_CHECK(targets.dtype() == DType::i64, "cross_entropy: targets must be int64, got {}",
+             targets.dtype());
+  KILN_CHECK(logits.device() == targets.device(),
+             "cross_entropy: logits on {} and targets on {}", logits.device(), targets.device());
+  KILN_CHECK(logits.dim() >= 1, "cross_entropy: logits need a class dim, got a 0-dim tensor");
+  const Shape leading(logits.shape().begin(), logits.shape().end() - 1);
+  KILN_CHECK(targets.shape() == leading,
+             "cross_entropy: targets of shape {} do not match logits {} (expected {})",
+             targets.shape(), logits.shape(), leading);
+  const std::int64_t classes = logits.size(-1);
+  const std::int64_t rows = numel_of(leading);
+
+  const Tensor ids = targets.contiguous();
+  const std::vector<std::int64_t> host_ids = ids.to_vector<std::int64_t>();
+  std::int64_t counted = 0;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::int64_t t = host_ids[i];
+    if (t == ignore_index) continue;
+    KILN_CHECK(t >= 0 && t < classes,
+               "cross_entropy: target {} at position {} is out of range for {} classes", t, i,
+               classes);
+    ++counted;
+  }
+  KILN_CHECK(counted > 0,
+             "cross_entropy: every one of the {} targets equals ignore_index {}, so the mean loss "
+             "is undefined",
+             rows, ignore_index);
+
+  const Tensor input = logits.contiguous().detach();
+  Tensor row_loss = empty({rows}, {logits.dtype(), logits.device()});
+  Tensor logsumexp = empty({rows}, {logits.dtype(), logits.device()});
+  Backend& backend = backend_of(logits);
+  backend.cross_entropy_forward(logits.dtype(), rows, classes, input.raw_data(),
+                                static_cast<const std::int64_t*>(ids.raw_data()), ignore_index,
+                                row_loss.raw_data(), logsumexp.raw_data());
+  Tensor total = empty({}, {logits.dtype(), logits.device()});
+  backend.sum(logits.dtype(), row_loss.raw_data(), total.raw_data(), 1, rows, 1);
+  const double scale = 1.0 / static_cast<double>(counted);
+  Tensor loss = empty({}, {logits.dtype(), logits.device()});
+  backend.unary(UnaryOp::mul_scalar, arg_of(loss), arg_of(total), scale);
+
+  record("cross_entropy", loss, {logits, targets}, {input, ids, logsumexp},
+         [rows, classes, ignore_index, scale](const Tensor& g, const Saved& s) {
+           const Tensor grad_loss = g.contiguous();
+           Tensor dlogits = empty(s[0].shape(), {g.dtype(), g.device()});
+           backend_of(g).cross_entropy_backward(
+               g.dtype(), rows, classes, s[0].raw_data(),
+               static_cast<const std::int64_t*>(s[1].raw_data()), ignore_index, s[2].raw_data(),
+               grad_loss.raw_data(), scale, dlogits.raw_data());
+           return Grads{dlogits, Tensor()};
+         });
+  return loss;
+}
+
+}  // namespace kiln

@@ -1,0 +1,94 @@
+#include "core/ops/indexing.h"
+
+#include "core/autograd.h"
+#include "core/ops/factories.h"
+#include "core/ops/op_utils.h"
+
+namespace kiln {
+
+namespace {
+
+// Errors naming the first id outside [0, limit), with its position.
+void check_ids(std::string_view op, const Tensor& ids, std::int64_t limit) {
+  const std::int64_t bad = backend_of(ids).find_invalid_id(
+      static_cast<const std::int64_t*>(ids.raw_data()), ids.numel(), limit);
+  if (bad < 0) return;
+  const std::int64_t id = ids.view({-1}).select(0, bad).item<std::int64_t>();
+  fail("{}: id {} at position {} is out of range for a table of {} rows", op, id, bad, limit);
+}
+
+// Gathers rows of a contiguous (rows, cols) table: out (n, cols).
+Tensor gather(const Tensor& table, const Tensor& ids) {
+  const std::int64_t cols = table.size(1);
+  Tensor out = empty({ids.numel(), cols}, {table.dtype(), table.device()});
+  if (ids.numel() > 0 && cols > 0)
+    backend_of(table).gather_rows(table.dtype(), table.raw_data(), cols,
+                                  static_cast<const std::int64_t*>(ids.raw_data()), ids.numel(),
+                                  out.raw_data());
+  return out;
+}
+
+// d table = zeros with grad row i added into row ids[i].
+Tensor scatter_add(const Tensor& grad, const Tensor& ids, std::int64_t rows) {
+  const std::int64_t cols = grad.size(1);
+  Tensor out = zeros({rows, cols}, {grad.dtype(), grad.device()});
+  if (ids.numel() > 0 && cols > 0)
+    backend_of(grad).scatter_add_rows(grad.dtype(), grad.raw_data(),
+                                      static_cast<const std::int64_t*>(ids.raw_data()),
+                                      ids.numel(), cols, out.raw_data(), rows);
+  return out;
+}
+
+// x's entries at the (already checked, contiguous 1-D) ids along dim: a row gather with dim
+// moved to the front and the other dims viewed as columns.
+Tensor select_along(const Tensor& x, int dim, const Tensor& index) {
+  const Tensor front = x.detach().transpose(0, dim).contiguous();
+  Shape front_shape = front.shape();
+  const std::int64_t rows = front_shape[0];
+  const std::int64_t cols = rows == 0 ? 0 : front.numel() / rows;
+  front_shape[0] = index.numel();
+  Tensor out = gather(front.view({rows, cols}), index).view(front_shape).transpose(0, dim);
+  if (dim != 0) out = out.contiguous();
+  record("index_select", out, {x, index}, {index},
+         [dim, rows](const Tensor& g, const Saved& s) {
+           const Tensor g_front = g.transpose(0, dim).contiguous();
+           Shape grad_shape = g_front.shape();
+           grad_shape[0] = rows;
+           const Tensor g_rows = g_front.view({g_front.size(0), -1});
+           const Tensor grad = scatter_add(g_rows, s[0], rows).view(grad_shape).transpose(0, dim);
+           return Grads{grad.contiguous(), Tensor()};
+         });
+  return out;
+}
+
+}  // namespace
+
+Tensor index_select(const Tensor& x, std::int64_t dim_in, const Tensor& ids) {
+  check_defined("index_select", x);
+  check_defined("index_select", ids);
+  KILN_CHECK(ids.dtype() == DType::i64, "index_select: ids must be int64, got {}", ids.dtype());
+  KILN_CHECK(ids.dim() == 1, "index_select: ids must be 1-D, got shape {}", ids.shape());
+  KILN_CHECK(x.device() == ids.device(), "index_select: tensor on {} and ids on {}", x.device(),
+             ids.device());
+  KILN_CHECK(x.dim() >= 1, "index_select: cannot index a 0-dim tensor");
+  const int dim = normalize_dim(dim_in, x.dim(), "index_select");
+  const Tensor index = ids.contiguous();
+  check_ids("index_select", index, x.size(dim));
+  return select_along(x, dim, index);
+}
+
+Tensor embedding(const Tensor& table, const Tensor& ids) {
+  check_defined("embedding", table);
+  check_defined("embedding", ids);
+  KILN_CHECK(table.dim() == 2, "embedding: table must be 2-D (V, D), got shape {}", table.shape());
+  KILN_CHECK(ids.dtype() == DType::i64, "embedding: ids must be int64, got {}", ids.dtype());
+  KILN_CHECK(table.device() == ids.device(), "embedding: table on {} and ids on {}",
+             table.device(), ids.device());
+  const Tensor flat = ids.contiguous().view({-1});
+  check_ids("embedding", flat, table.size(0));
+  Shape out_shape = ids.shape();
+  out_shape.push_back(table.size(1));
+  return select_along(table, 0, flat).view(out_shape);
+}
+
+}  // namespace kiln

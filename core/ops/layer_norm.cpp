@@ -1,0 +1,52 @@
+#include "core/ops/layer_norm.h"
+
+#include "core/autograd.h"
+#include "core/ops/op_utils.h"
+
+namespace kiln {
+
+// Backward (xhat = (x - mean) * rstd, g = dy * gamma):
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dgamma = sum dy * xhat,  dbeta = sum dy.
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
+  check_defined("layer_norm", x);
+  check_defined("layer_norm", gamma);
+  check_defined("layer_norm", beta);
+  check_floating("layer_norm", x);
+  check_same_dtype_device("layer_norm", x, gamma);
+  check_same_dtype_device("layer_norm", x, beta);
+  KILN_CHECK(x.dim() >= 1, "layer_norm: expected at least one dim, got a 0-dim tensor");
+  const std::int64_t cols = x.size(-1);
+  KILN_CHECK(gamma.shape() == Shape{cols} && beta.shape() == Shape{cols},
+             "layer_norm: gamma {} and beta {} must both have shape [{}] (the last dim of x {})",
+             gamma.shape(), beta.shape(), cols, x.shape());
+  KILN_CHECK(eps > 0, "layer_norm: eps must be positive, got {}", eps);
+  const Tensor input = x.contiguous().detach();
+  const Tensor g = gamma.contiguous().detach(), b = beta.contiguous().detach();
+  const std::int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  Tensor y = empty(x.shape(), {x.dtype(), x.device()});
+  Tensor mean = empty({rows}, {x.dtype(), x.device()});
+  Tensor rstd = empty({rows}, {x.dtype(), x.device()});
+  if (rows > 0)
+    backend_of(x).layer_norm_forward(x.dtype(), rows, cols, eps, input.raw_data(), g.raw_data(),
+                                     b.raw_data(), y.raw_data(), mean.raw_data(), rstd.raw_data());
+  record("layer_norm", y, {x, gamma, beta}, {input, g, mean, rstd},
+         [rows, cols](const Tensor& dy, const Saved& s) {
+           const Tensor grad = dy.contiguous();
+           Tensor dx = empty(s[0].shape(), {dy.dtype(), dy.device()});
+           Tensor dgamma = empty({cols}, {dy.dtype(), dy.device()});
+           Tensor dbeta = empty({cols}, {dy.dtype(), dy.device()});
+           if (rows > 0) {
+             backend_of(dy).layer_norm_backward(dy.dtype(), rows, cols, s[0].raw_data(),
+                                                s[1].raw_data(), s[2].raw_data(), s[3].raw_data(),
+                                                grad.raw_data(), dx.raw_data(), dgamma.raw_data(),
+                                                dbeta.raw_data());
+           } else {
+             dgamma.zero_();
+             dbeta.zero_();
+           }
+           return Grads{dx, dgamma, dbeta};
+         });
+  return y;
+}
+
+}  // namespace kiln

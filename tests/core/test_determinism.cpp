@@ -1,0 +1,100 @@
+// Kernels give the same bits run after run — and, for kiln's own kernels, for any thread count:
+// work is split into fixed partitions that depend only on the shape. 3 threads are tested
+// because on 2 cores a non-deterministic reduction can look deterministic.
+#include <catch2/catch.hpp>
+
+#include "core/kiln.h"
+#include "tests/harness/near.h"
+
+using namespace kiln;
+using namespace kiln::testing;
+
+namespace {
+
+// Output and input gradients of f on fresh leaves, with `threads` threads.
+std::vector<Tensor> run(int threads, const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                        const std::vector<Tensor>& inputs) {
+  set_num_threads(threads);
+  std::vector<Tensor> leaves;
+  for (const Tensor& t : inputs) {
+    Tensor leaf = t.detach().clone();
+    if (is_floating(leaf.dtype())) leaf.requires_grad_();
+    leaves.push_back(leaf);
+  }
+  const Tensor out = f(leaves);
+  Generator gen(5);
+  out.backward(uniform(out.shape(), -1, 1, {}, &gen));
+  std::vector<Tensor> results{out.detach()};
+  for (const Tensor& leaf : leaves)
+    if (leaf.requires_grad()) results.push_back(leaf.grad());
+  set_num_threads(2);
+  return results;
+}
+
+void require_thread_independent(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                                const std::vector<Tensor>& inputs) {
+  const std::vector<Tensor> reference = run(3, f, inputs);
+  for (int threads : {3, 1, 2}) {
+    INFO(threads << " threads");
+    const std::vector<Tensor> again = run(threads, f, inputs);
+    for (std::size_t i = 0; i < reference.size(); ++i) REQUIRE_EXACT(again[i], reference[i]);
+  }
+}
+
+Tensor big(const Shape& shape, std::uint64_t seed) {
+  Generator gen(seed);
+  return uniform(shape, -3, 3, {}, &gen);
+}
+
+}  // namespace
+
+TEST_CASE("reductions are bit-identical for 1, 2 and 3 threads", "[determinism]") {
+  const Tensor x = big({3000, 257}, 1);
+  require_thread_independent([](const auto& in) { return sum(in[0], {0}); }, {x});
+  require_thread_independent([](const auto& in) { return sum(in[0], {1}); }, {x});
+  require_thread_independent([](const auto& in) { return sum(in[0]).view({1}); }, {x});
+  require_thread_independent([](const auto& in) { return max(in[0], 0).values; }, {x});
+}
+
+TEST_CASE("fused row ops are bit-identical for 1, 2 and 3 threads", "[determinism]") {
+  const Tensor x = big({2048, 500}, 2);
+  require_thread_independent([](const auto& in) { return softmax(in[0]); }, {x});
+  require_thread_independent([](const auto& in) { return log_softmax(in[0]); }, {x});
+  require_thread_independent([](const auto& in) { return causal_softmax(in[0].view({8, 256, 500})); }, {x});
+  require_thread_independent([](const auto& in) { return layer_norm(in[0], in[1], in[2]); },
+                             {x, big({500}, 3), big({500}, 4)});
+  Generator gen(6);
+  std::vector<std::int64_t> targets(2048);
+  for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = (i * 7919) % 500;
+  require_thread_independent([](const auto& in) { return cross_entropy(in[0], in[1]).view({1}); },
+                             {x, from_vector(targets, {2048})});
+}
+
+TEST_CASE("embedding backward with repeated ids is bit-identical for 1, 2 and 3 threads",
+          "[determinism]") {
+  std::vector<std::int64_t> ids(4096);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = (i * i) % 97;  // heavy repetition
+  require_thread_independent([](const auto& in) { return embedding(in[0], in[1]); },
+                             {big({100, 64}, 7), from_vector(ids, {64, 64})});
+}
+
+TEST_CASE("dropout masks do not depend on the thread count", "[determinism]") {
+  require_thread_independent(
+      [](const auto& in) {
+        Generator gen(9);
+        return dropout(in[0], 0.1, true, &gen);
+      },
+      {big({1000, 300}, 8)});
+}
+
+TEST_CASE("matmul is bit-identical run to run with 3 threads", "[determinism]") {
+  const Tensor a = big({300, 400}, 10), b = big({400, 350}, 11);
+  const auto f = [](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); };
+  const std::vector<Tensor> first = run(3, f, {a, b});
+  const std::vector<Tensor> second = run(3, f, {a, b});
+  for (std::size_t i = 0; i < first.size(); ++i) REQUIRE_EXACT(second[i], first[i]);
+  const Tensor batched_a = big({64, 32, 48}, 12), batched_b = big({64, 48, 32}, 13);
+  const std::vector<Tensor> third = run(3, f, {batched_a, batched_b});
+  const std::vector<Tensor> fourth = run(3, f, {batched_a, batched_b});
+  for (std::size_t i = 0; i < third.size(); ++i) REQUIRE_EXACT(fourth[i], third[i]);
+}

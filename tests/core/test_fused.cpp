@@ -1,0 +1,158 @@
+// Each fused op equals its composition from core ops, in value and in gradient (float64,
+// 1e-10 relative), and the softmax family stays finite for logits of +-1e4.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <numeric>
+
+#include "core/kiln.h"
+#include "tests/harness/gradcheck.h"
+#include "tests/harness/near.h"
+
+using namespace kiln;
+using namespace kiln::testing;
+
+namespace {
+
+constexpr double kRtol = 1e-10;
+constexpr double kAtol = 1e-13;
+
+// Checks fused(inputs) == composed(inputs) and their gradients of sum(out * v).
+void require_same_function(const OpFunction& fused, const OpFunction& composed,
+                           const std::vector<Tensor>& inputs, const std::vector<bool>& perturb) {
+  std::vector<Tensor> a = fresh_leaves(inputs, perturb), b = fresh_leaves(inputs, perturb);
+  const Tensor out_fused = fused(a), out_composed = composed(b);
+  REQUIRE_NEAR(out_fused, out_composed, kRtol, kAtol);
+  Generator gen(3);
+  const Tensor v = uniform(out_fused.shape(), -1.0, 1.0, {DType::f64}, &gen);
+  out_fused.backward(v);
+  out_composed.backward(v);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!perturb[i]) continue;
+    INFO("gradient of input " << i);
+    REQUIRE_NEAR(a[i].grad(), b[i].grad(), kRtol, kAtol);
+  }
+}
+
+Tensor composed_softmax(const Tensor& x, std::int64_t dim) {
+  const Tensor e = exp(x - max(x, dim, true).values);
+  return e / sum(e, {dim}, true);
+}
+
+Tensor composed_log_softmax(const Tensor& x, std::int64_t dim) {
+  const Tensor shifted = x - max(x, dim, true).values;
+  return shifted - log(sum(exp(shifted), {dim}, true));
+}
+
+// 1 where key j is visible from query i (j <= i + offset), as float64 (T_q, T_k).
+Tensor causal_mask(std::int64_t queries, std::int64_t keys, std::int64_t offset) {
+  std::vector<double> m(queries * keys);
+  for (std::int64_t i = 0; i < queries; ++i)
+    for (std::int64_t j = 0; j < keys; ++j) m[i * keys + j] = j <= i + offset ? 1.0 : 0.0;
+  return from_vector(m, {queries, keys});
+}
+
+Tensor one_hot(const Tensor& ids, std::int64_t classes) {
+  const Tensor positions = arange(classes, {.dtype = DType::i64}).view({1, classes});
+  return eq(ids.view({-1, 1}), positions).to(DType::f64);
+}
+
+Tensor u(const Shape& shape, Generator& gen, double lo = -2.0, double hi = 2.0) {
+  return uniform(shape, lo, hi, {.dtype = DType::f64}, &gen);
+}
+
+}  // namespace
+
+TEST_CASE("softmax and log_softmax equal exp(x - max) / sum and its log", "[fused]") {
+  Generator gen(1);
+  const Tensor x = u({4, 7}, gen, -5, 5);
+  require_same_function([](const auto& in) { return softmax(in[0], -1); },
+                        [](const auto& in) { return composed_softmax(in[0], -1); }, {x}, {true});
+  require_same_function([](const auto& in) { return softmax(in[0], 0); },
+                        [](const auto& in) { return composed_softmax(in[0], 0); }, {x}, {true});
+  require_same_function([](const auto& in) { return log_softmax(in[0], -1); },
+                        [](const auto& in) { return composed_log_softmax(in[0], -1); }, {x},
+                        {true});
+}
+
+TEST_CASE("causal softmax equals softmax with future keys masked to -inf", "[fused]") {
+  Generator gen(2);
+  for (std::int64_t offset : {0, 1, 2}) {
+    INFO("offset " << offset);
+    const Tensor scores = u({2, 3, 3 + offset}, gen, -4, 4);
+    const Tensor hidden = eq(causal_mask(3, 3 + offset, offset), zeros({}, {.dtype = DType::f64}));
+    require_same_function(
+        [offset](const auto& in) { return causal_softmax(in[0], offset); },
+        [hidden](const auto& in) { return composed_softmax(masked_fill(in[0], hidden, -INFINITY), -1); },
+        {scores}, {true});
+  }
+}
+
+TEST_CASE("layer_norm equals (x - mean) / sqrt(var + eps) * gamma + beta", "[fused]") {
+  Generator gen(3);
+  const Tensor x = u({5, 8}, gen, -3, 3), gamma = u({8}, gen), beta = u({8}, gen);
+  require_same_function([](const auto& in) { return layer_norm(in[0], in[1], in[2], 1e-5); },
+                        [](const auto& in) {
+                          const Tensor centered = in[0] - mean(in[0], {-1}, true);
+                          const Tensor var = mean(centered * centered, {-1}, true);
+                          return centered / sqrt(var + 1e-5) * in[1] + in[2];
+                        },
+                        {x, gamma, beta}, {true, true, true});
+}
+
+TEST_CASE("cross_entropy equals the mean of -log_softmax at the targets", "[fused]") {
+  Generator gen(4);
+  const Tensor logits = u({6, 9}, gen, -4, 4);
+  const Tensor targets = from_vector<std::int64_t>({3, -100, 0, 8, 8, -100}, {6});
+  const Tensor counted = from_vector<double>({1, 0, 1, 1, 1, 0}, {6, 1});
+  require_same_function(
+      [](const auto& in) { return cross_entropy(in[0], in[1]); },
+      [counted](const auto& in) {
+        const Tensor picked = composed_log_softmax(in[0], -1) * one_hot(in[1], 9) * counted;
+        return neg(sum(picked)) / 4.0;
+      },
+      {logits, targets}, {true, false});
+}
+
+TEST_CASE("embedding equals a one-hot matrix times the table", "[fused]") {
+  Generator gen(5);
+  const Tensor table = u({7, 3}, gen);
+  const Tensor ids = from_vector<std::int64_t>({6, 0, 6, 2, 6, 6}, {2, 3});
+  require_same_function([](const auto& in) { return embedding(in[0], in[1]); },
+                        [](const auto& in) { return matmul(one_hot(in[1], 7), in[0]).view({2, 3, 3}); },
+                        {table, ids}, {true, false});
+}
+
+TEST_CASE("dropout equals x times its Philox keep mask scaled by 1/(1-p)", "[fused]") {
+  Generator gen(6);
+  const Tensor x = u({5, 6}, gen);
+  // The float32 uniform draw reads the same words as the mask: keep where u >= p.
+  Generator mask_gen(77);
+  const Tensor keep = ge(rand({5, 6}, {}, &mask_gen), full({}, 0.25)).to(DType::f64);
+  require_same_function(
+      [](const auto& in) {
+        Generator g(77);
+        return dropout(in[0], 0.25, true, &g);
+      },
+      [keep](const auto& in) { return in[0] * keep / 0.75; }, {x}, {true});
+  REQUIRE(dropout(x, 0.25, false).is_same(x));
+  const std::vector<double> kept = keep.to_vector<double>();
+  const double fraction = std::accumulate(kept.begin(), kept.end(), 0.0) / kept.size();
+  REQUIRE(fraction > 0.4);  // 30 draws at P(keep) = 0.75
+}
+
+TEST_CASE("softmax and cross_entropy stay finite for logits of +-1e4", "[fused]") {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    INFO("dtype " << dtype_name(dtype));
+    const Tensor logits = from_vector<double>({1e4, -1e4, 0.0, -1e4, 1e4, 1e4}, {2, 3}).to(dtype);
+    const std::vector<double> p = softmax(logits).to_vector<double>();
+    REQUIRE(p == std::vector<double>{1, 0, 0, 0, 0.5, 0.5});
+    const std::vector<double> lp = log_softmax(logits).to_vector<double>();
+    for (double v : lp) REQUIRE(std::isfinite(v));
+    REQUIRE(lp[1] == -2e4);
+    const Tensor leaf = logits.detach().requires_grad_();
+    const Tensor loss = cross_entropy(leaf, from_vector<std::int64_t>({1, 2}, {2}));
+    REQUIRE(near(loss.item<double>(), (2e4 + std::log(2.0)) / 2, 1e-6, 0));
+    loss.backward();
+    for (double g : leaf.grad().to_vector<double>()) REQUIRE(std::isfinite(g));
+  }
+}
