@@ -1,0 +1,47 @@
+// TransformerConfig: the sizes and choices of a TransformerLM. It travels inside checkpoints as a
+// JSON string (to_json / from_json), so a checkpoint rebuilds its own model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kiln::nn {
+
+enum class Activation { relu, gelu };
+enum class NormPlacement { post, pre };  // post: LayerNorm(X + sublayer(X)); pre: X + sublayer(LayerNorm(X))
+enum class PositionKind { sinusoidal, rope };
+
+struct TransformerConfig {
+  std::int64_t vocab = 0;
+  std::int64_t d_model = 256;
+  std::int64_t heads = 4;
+  std::int64_t kv_heads = 0;  // 0: as many as heads (MHA); 1: MQA; between: GQA
+  std::int64_t layers = 2;
+  std::int64_t ff = 1024;
+  std::int64_t max_seq_len = 512;
+  double dropout = 0.1;       // after embedding + positions, on Z and on the FFN output
+  double attn_dropout = 0.0;  // on the attention probabilities A
+  Activation activation = Activation::relu;
+  NormPlacement norm = NormPlacement::post;
+  PositionKind position = PositionKind::sinusoidal;
+
+  std::int64_t d_head() const { return d_model / heads; }
+  std::int64_t kv() const { return kv_heads == 0 ? heads : kv_heads; }
+
+  // A kiln::Error naming the first field that is invalid (sizes, heads dividing d_model,
+  // kv_heads dividing heads, even d_head for RoPE, dropout in [0, 1)).
+  void validate() const;
+
+  std::string to_json() const;
+  static TransformerConfig from_json(std::string_view json);  // errors name the bad field
+};
+
+std::string_view name_of(Activation a);
+std::string_view name_of(NormPlacement n);
+std::string_view name_of(PositionKind p);
+Activation parse_activation(std::string_view text);
+NormPlacement parse_norm(std::string_view text);
+PositionKind parse_position(std::string_view text);
+
+}  // namespace kiln::nn

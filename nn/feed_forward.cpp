@@ -1,0 +1,18 @@
+#include "nn/feed_forward.h"
+
+#include "core/ops/elementwise.h"
+
+namespace kiln::nn {
+
+FeedForward::FeedForward(std::int64_t d_model, std::int64_t hidden, Activation act)
+    : activation(act) {
+  fc1 = register_module("fc1", std::make_shared<Linear>(d_model, hidden));
+  fc2 = register_module("fc2", std::make_shared<Linear>(hidden, d_model));
+}
+
+Tensor FeedForward::forward(const Tensor& x) const {
+  const Tensor h = fc1->forward(x);
+  return fc2->forward(activation == Activation::relu ? relu(h) : gelu(h));
+}
+
+}  // namespace kiln::nn

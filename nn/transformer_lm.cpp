@@ -1,0 +1,74 @@
+#include "nn/transformer_lm.h"
+
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/ops/cross_entropy.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/factories.h"
+#include "core/ops/matmul.h"
+
+namespace kiln::nn {
+
+TransformerLM::TransformerLM(const TransformerConfig& config, FeedForwardFactory make_ffn)
+    : config_(config) {
+  config_.validate();
+  embedding = register_module("embedding",
+                              std::make_shared<Embedding>(config_.vocab, config_.d_model));
+  {
+    NoGradGuard no_grad;
+    embedding->weight.copy_(uniform(embedding->weight.shape(), -0.1, 0.1));
+  }
+  std::shared_ptr<RotaryEmbedding> rope;
+  if (config_.position == PositionKind::sinusoidal) {
+    positions = register_module("positions", std::make_shared<SinusoidalPositionalEncoding>(
+                                                 config_.d_model, config_.max_seq_len));
+  } else {
+    rope = register_module("rope", std::make_shared<RotaryEmbedding>(config_.d_head(),
+                                                                      config_.max_seq_len));
+  }
+  dropout_ = register_module("dropout", std::make_shared<Dropout>(config_.dropout,
+                                                                  &dropout_generator_));
+  for (std::int64_t l = 0; l < config_.layers; ++l) {
+    std::shared_ptr<UnaryModule> ffn = make_ffn ? make_ffn(config_) : nullptr;
+    blocks.push_back(std::make_shared<TransformerBlock>(config_, rope, &dropout_generator_, ffn));
+  }
+  // Registered as "blocks.<l>" through a container module so the paths read blocks.0.attn...
+  struct Blocks : Module {
+    explicit Blocks(const std::vector<std::shared_ptr<TransformerBlock>>& list) {
+      for (std::size_t l = 0; l < list.size(); ++l) register_module(std::to_string(l), list[l]);
+    }
+  };
+  register_module("blocks", std::make_shared<Blocks>(blocks));
+  if (config_.norm == NormPlacement::pre)
+    norm = register_module("norm", std::make_shared<LayerNorm>(config_.d_model));
+}
+
+Tensor TransformerLM::forward(const Tensor& ids, std::vector<KVCache>* caches,
+                              std::vector<Tensor>* attention) const {
+  KILN_CHECK(ids.dim() == 2 && ids.dtype() == DType::i64,
+             "TransformerLM: expected int64 ids (B, T), got {} {}", ids.dtype(), ids.shape());
+  KILN_CHECK(caches == nullptr || caches->size() == blocks.size(),
+             "TransformerLM: {} caches for {} layers", caches ? caches->size() : 0, blocks.size());
+  const std::int64_t past = caches != nullptr ? (*caches)[0].length : 0;
+  KILN_CHECK(past + ids.size(1) <= config_.max_seq_len,
+             "TransformerLM: positions up to {} exceed max_seq_len {}", past + ids.size(1),
+             config_.max_seq_len);
+  Tensor x = embedding->forward(ids) * std::sqrt(static_cast<double>(config_.d_model));
+  if (positions) x = positions->forward(x, past);
+  x = dropout_->forward(x);
+  if (attention != nullptr) attention->assign(blocks.size(), Tensor());
+  for (std::size_t l = 0; l < blocks.size(); ++l) {
+    x = blocks[l]->forward(x, caches != nullptr ? &(*caches)[l] : nullptr,
+                           attention != nullptr ? &(*attention)[l] : nullptr);
+  }
+  if (norm) x = norm->forward(x);
+  return matmul(x, embedding->weight.t());  // logits = X E^T, tied
+}
+
+Tensor TransformerLM::loss(const Tensor& inputs, const Tensor& targets) const {
+  const Tensor logits = forward(inputs);
+  return cross_entropy(logits.view({-1, config_.vocab}), targets.reshape({-1}));
+}
+
+}  // namespace kiln::nn

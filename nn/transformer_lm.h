@@ -1,0 +1,63 @@
+// TransformerLM: a decoder-only language model with the output tied to the embedding.
+//   X_0 = E[ids] * sqrt(d) + PE (sinusoidal; none with RoPE, which rotates Q and K instead)
+//   X_l = Block_l(X_{l-1}),  l = 1..N       (pre-LN adds a final LayerNorm)
+//   logits = X_N E^T                          E is the embedding matrix itself: no second
+//                                             vocabulary-sized matrix exists
+// With the default config it computes exactly the function of ../shared/bench/torch_ref.py.
+//
+//   TransformerConfig config;  config.vocab = 33278;
+//   TransformerLM model(config);
+//   Tensor loss = model.loss(inputs, targets);   // inputs, targets (B, T) int64
+//   loss.backward();
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/generator.h"
+#include "nn/config.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/layer_norm.h"
+#include "nn/sinusoidal.h"
+#include "nn/transformer_block.h"
+
+namespace kiln::nn {
+
+class TransformerLM : public Module {
+ public:
+  // Builds a custom feed-forward sublayer for each block (see examples/custom_module.cpp).
+  using FeedForwardFactory = std::function<std::shared_ptr<UnaryModule>(const TransformerConfig&)>;
+
+  // Parameters are drawn from the default generator (kiln::manual_seed makes them
+  // reproducible): embedding U(-0.1, 0.1), Linear layers as PyTorch, LayerNorm (1, 0).
+  explicit TransformerLM(const TransformerConfig& config, FeedForwardFactory make_ffn = nullptr);
+
+  // ids (B, T) int64 -> logits (B, T, vocab). With caches (one per layer, see
+  // new_caches), ids are the positions after the cached ones. With attention, it receives
+  // A (B, h, T, T_keys) of every layer.
+  Tensor forward(const Tensor& ids, std::vector<KVCache>* caches = nullptr,
+                 std::vector<Tensor>* attention = nullptr) const;
+
+  // Mean cross-entropy of next-token prediction: inputs and targets (B, T) int64.
+  Tensor loss(const Tensor& inputs, const Tensor& targets) const;
+
+  std::vector<KVCache> new_caches() const { return std::vector<KVCache>(blocks.size()); }
+
+  const TransformerConfig& config() const { return config_; }
+  // The generator of the dropout masks (its state goes into checkpoints).
+  Generator& dropout_generator() { return dropout_generator_; }
+
+  std::shared_ptr<Embedding> embedding;
+  std::shared_ptr<SinusoidalPositionalEncoding> positions;  // null with RoPE
+  std::vector<std::shared_ptr<TransformerBlock>> blocks;
+  std::shared_ptr<LayerNorm> norm;  // pre-LN only
+
+ private:
+  TransformerConfig config_;
+  Generator dropout_generator_{0};
+  std::shared_ptr<Dropout> dropout_;
+};
+
+}  // namespace kiln::nn
