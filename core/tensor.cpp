@@ -62,6 +62,7 @@ std::int64_t Tensor::size(std::int64_t d) const { return shape()[normalize_dim(d
 
 bool Tensor::is_contiguous() const {
   const TensorImpl& t = checked(impl_);
+  if (numel_of(t.sizes) == 0) return true;
   std::int64_t expected = 1;
   for (std::size_t i = t.sizes.size(); i-- > 0;) {
     if (t.sizes[i] == 1) continue;

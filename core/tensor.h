@@ -19,6 +19,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -124,6 +125,9 @@ struct TensorOptions {
   DType dtype = DType::f32;
   Device device = Device::cpu();
 };
+
+// (name, tensor) pairs: a module's named parameters, an optimizer's state, a file's tensors.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // Uninitialised storage of the given shape (kernels overwrite it).
 Tensor empty(const Shape& shape, TensorOptions options = {});

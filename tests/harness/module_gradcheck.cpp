@@ -59,7 +59,7 @@ void gradcheck_module(const nn::Module& module, const std::function<Tensor(const
   Tensor x = input.detach().clone();
   const bool input_differentiable = is_floating(x.dtype());
   if (input_differentiable) x.requires_grad_();
-  const nn::NamedTensors params = module.named_parameters();
+  const NamedTensors params = module.named_parameters();
   for (const auto& [name, p] : params) {
     REQUIRE(p.dtype() == DType::f64);
     p.set_grad(Tensor());

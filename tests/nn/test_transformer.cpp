@@ -6,6 +6,7 @@
 #include "core/kiln.h"
 #include "nn/feed_forward.h"
 #include "nn/transformer_lm.h"
+#include "optim/adam.h"
 #include "tests/harness/module_gradcheck.h"
 #include "tests/harness/near.h"
 
@@ -236,4 +237,25 @@ TEST_CASE("the tied embedding's gradient is the sum of its input and output cont
   REQUIRE_NEAR(tied, E_in.grad() + E_out.grad(), 1e-12, 1e-15);
   REQUIRE(max(E_in.grad().view({-1}), 0).values.item<double>() > 0);   // both sides contribute
   REQUIRE(max(E_out.grad().view({-1}), 0).values.item<double>() > 0);
+}
+
+TEST_CASE("a tiny TransformerLM overfits one batch to a loss below 0.05", "[nn][training]") {
+  manual_seed(19);
+  TransformerConfig c = tiny();
+  c.vocab = 20, c.d_model = 32, c.heads = 2, c.ff = 64;
+  TransformerLM model(c);
+  const Tensor ids = random_ids({4, 8}, 20, 20), targets = random_ids({4, 8}, 20, 21);
+  Adam optimizer(model.named_parameters(), {.lr = 3e-3});
+  double loss_value = 0.0;
+  int step = 0;
+  for (; step < 400; ++step) {
+    optimizer.zero_grad();
+    const Tensor loss = model.loss(ids, targets);
+    loss.backward();
+    optimizer.step();
+    loss_value = loss.item<double>();
+    if (loss_value < 0.05) break;
+  }
+  INFO("loss " << loss_value << " after " << step << " steps");
+  REQUIRE(loss_value < 0.05);
 }
