@@ -23,8 +23,6 @@
 
 namespace kiln::nn {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
 class Module {
  public:
   virtual ~Module() = default;
