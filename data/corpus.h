@@ -1,0 +1,89 @@
+// Corpus: a word-level language-modelling corpus (WikiText-2) as three streams of token ids.
+//
+// A corpus folder holds train.txt, valid.txt and test.txt: UTF-8 text, already tokenized, words
+// separated by spaces. Reading follows ../shared/bench/torch_ref.py (pytorch/examples'
+// word_language_model) exactly:
+//   - a file is a sequence of lines; "\n", "\r\n" and "\r" end a line (Python's universal
+//     newlines), and a last line without a newline still counts;
+//   - each line is split on whitespace as Python's str.split() does (ASCII space, \t, \v, \f,
+//     \x1c-\x1f and the Unicode spaces such as U+00A0 and U+3000), and one "<eos>" follows the
+//     words of every line, so an empty line is a single "<eos>";
+//   - word ids are given in order of first appearance over train, then valid, then test.
+//
+//   Corpus corpus(resolve_data_dir(flag));          // --data DIR, $KILN_DATA or data/wikitext-2
+//   corpus.vocabulary().size();                      // 33,278 for WikiText-2
+//   const std::vector<std::int64_t>& ids = corpus.train().ids;   // 2,088,628 ids
+//
+// To evaluate a checkpoint, read with its vocabulary instead: words it lacks become "<unk>" and
+// are counted.
+//
+//   TokenStream test = tokenize_file_fixed(dir / "test.txt", checkpoint_vocabulary);
+//
+// Errors (kiln::Error, naming the file, the line where there is one, and what was expected): a
+// missing folder or file, an empty file, a file with NUL bytes (not text), invalid UTF-8 (with
+// line and byte offset), or a line longer than kMaxLineBytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/vocabulary.h"
+
+namespace kiln {
+
+// The longest line accepted, in bytes without its line ending: 1 MiB. WikiText-2's longest line
+// has 3,841 bytes; a line 250 times longer means the file is not a corpus of paragraphs, and a
+// clear error beats reading, say, a 10 MB minified file as one paragraph.
+inline constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;
+
+// The corpus folder: flag (--data DIR) if given, else $KILN_DATA if set and not empty, else
+// "data/wikitext-2".
+std::string resolve_data_dir(std::optional<std::string> flag);
+
+// The token ids of one text, in order, with one "<eos>" id after each line.
+struct TokenStream {
+  std::vector<std::int64_t> ids;
+  std::int64_t lines = 0;    // lines read (the number of "<eos>" in ids)
+  std::int64_t unknown = 0;  // words a fixed vocabulary lacked, read as "<unk>"
+};
+
+// Tokenizes text, giving each new word the next id in vocabulary (how a corpus's vocabulary is
+// built). source names the text in error messages (a file path). Checks the whole text before
+// adding any word, so vocabulary is unchanged when it throws. Safe on arbitrary bytes.
+TokenStream tokenize_text(std::string_view text, std::string_view source, Vocabulary& vocabulary);
+// Tokenizes text with a fixed vocabulary: a word it lacks becomes "<unk>" (counted in unknown).
+// The vocabulary must contain "<eos>", and "<unk>" if any word is unknown.
+TokenStream tokenize_text_fixed(std::string_view text, std::string_view source,
+                                const Vocabulary& vocabulary);
+
+// The bytes of a text file; an error if it is missing, not a regular file, unreadable or empty.
+std::string read_text_file(const std::filesystem::path& path);
+// read_text_file, then tokenize_text / tokenize_text_fixed.
+TokenStream tokenize_file(const std::filesystem::path& path, Vocabulary& vocabulary);
+TokenStream tokenize_file_fixed(const std::filesystem::path& path, const Vocabulary& vocabulary);
+
+class Corpus {
+ public:
+  // Reads dir/train.txt, dir/valid.txt and dir/test.txt, building the vocabulary in that order.
+  explicit Corpus(const std::filesystem::path& dir);
+  // Reads the three files with a fixed vocabulary (a checkpoint's): unknown words become <unk>.
+  Corpus(const std::filesystem::path& dir, Vocabulary vocabulary);
+
+  const Vocabulary& vocabulary() const { return vocabulary_; }
+  const TokenStream& train() const { return train_; }
+  const TokenStream& valid() const { return valid_; }
+  const TokenStream& test() const { return test_; }
+  // A split by name: "train", "valid" or "test" (an error naming the choices otherwise).
+  const TokenStream& split(std::string_view name) const;
+
+ private:
+  Vocabulary vocabulary_;
+  TokenStream train_, valid_, test_;
+};
+
+}  // namespace kiln
