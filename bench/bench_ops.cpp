@@ -1,0 +1,137 @@
+// bench_ops: speed of the kernels behind kiln's ops, called exactly as the ops call them.
+//   gemm M N K threads GFLOP/s          C (M x N) = A (M x K) B (K x N), float32
+//   <kernel> rows cols threads GB/s     bytes read + written per second
+// First it prints the CPU, threads, compiler flags and GEMM source. --quick runs fewer
+// repetitions (under 30 s on a 2-core machine).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/backend.h"
+#include "core/kiln.h"
+#include "core/ops/op_utils.h"
+
+using namespace kiln;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Median seconds of `repeats` runs after one warm-up run.
+double time_median(int repeats, const std::function<void()>& run) {
+  run();
+  std::vector<double> seconds;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = Clock::now();
+    run();
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+struct GemmCase {
+  std::int64_t m, n, k;
+  bool trans_a, trans_b;  // as the LM's forward and backward call them
+  const char* what;
+};
+
+void bench_gemm(const GemmCase& c, int threads, int repeats) {
+  Generator gen(1);
+  const Tensor a = rand({c.trans_a ? c.k : c.m, c.trans_a ? c.m : c.k}, {}, &gen);
+  const Tensor b = rand({c.trans_b ? c.n : c.k, c.trans_b ? c.k : c.n}, {}, &gen);
+  Tensor out = empty({c.m, c.n});
+  GemmArgs args;
+  args.m = c.m, args.n = c.n, args.k = c.k;
+  args.trans_a = c.trans_a, args.trans_b = c.trans_b;
+  args.a = a.raw_data(), args.lda = a.size(1);
+  args.b = b.raw_data(), args.ldb = b.size(1);
+  args.c = out.raw_data(), args.ldc = c.n;
+  set_num_threads(threads);
+  const double s = time_median(repeats, [&] { backend_for(Device::cpu()).gemm(args); });
+  std::printf("gemm %lld %lld %lld %d %.1f GFLOP/s   %s\n", static_cast<long long>(c.m),
+              static_cast<long long>(c.n), static_cast<long long>(c.k), threads,
+              2.0 * c.m * c.n * c.k / s * 1e-9, c.what);
+}
+
+void bench_rows(const char* name, std::int64_t rows, std::int64_t cols, double bytes_per_element,
+                int threads, int repeats, const std::function<void()>& run) {
+  set_num_threads(threads);
+  const double s = time_median(repeats, run);
+  std::printf("%s %lld %lld %d %.1f GB/s\n", name, static_cast<long long>(rows),
+              static_cast<long long>(cols), threads, bytes_per_element * rows * cols / s * 1e-9);
+}
+
+void bench_row_kernels(std::int64_t rows, std::int64_t cols, int threads, int repeats) {
+  Backend& cpu = backend_for(Device::cpu());
+  Generator gen(2);
+  const Tensor x = uniform({rows, cols}, -3, 3, {}, &gen);
+  const Tensor dy = uniform({rows, cols}, -1, 1, {}, &gen);
+  Tensor y = empty({rows, cols}), dx = empty({rows, cols});
+  SoftmaxArgs sm;
+  sm.rows = rows, sm.cols = cols;
+  bench_rows("softmax_forward", rows, cols, 8, threads, repeats,
+             [&] { cpu.softmax_forward(sm, x.raw_data(), y.raw_data()); });
+  bench_rows("softmax_backward", rows, cols, 12, threads, repeats,
+             [&] { cpu.softmax_backward(sm, y.raw_data(), dy.raw_data(), dx.raw_data()); });
+  const Tensor gamma = ones({cols}), beta = zeros({cols});
+  Tensor mean = empty({rows}), rstd = empty({rows}), dgamma = empty({cols}), dbeta = empty({cols});
+  bench_rows("layer_norm_forward", rows, cols, 8, threads, repeats, [&] {
+    cpu.layer_norm_forward(DType::f32, rows, cols, 1e-5, x.raw_data(), gamma.raw_data(),
+                           beta.raw_data(), y.raw_data(), mean.raw_data(), rstd.raw_data());
+  });
+  bench_rows("layer_norm_backward", rows, cols, 12, threads, repeats, [&] {
+    cpu.layer_norm_backward(DType::f32, rows, cols, x.raw_data(), gamma.raw_data(),
+                            mean.raw_data(), rstd.raw_data(), dy.raw_data(), dx.raw_data(),
+                            dgamma.raw_data(), dbeta.raw_data());
+  });
+  std::vector<std::int64_t> ids(rows);
+  for (std::int64_t i = 0; i < rows; ++i) ids[i] = (i * 7919) % cols;
+  Tensor loss = empty({rows}), lse = empty({rows});
+  const Tensor one = ones({});
+  bench_rows("cross_entropy_forward", rows, cols, 4, threads, repeats, [&] {
+    cpu.cross_entropy_forward(DType::f32, rows, cols, x.raw_data(), ids.data(), -100,
+                              loss.raw_data(), lse.raw_data());
+  });
+  bench_rows("cross_entropy_backward", rows, cols, 8, threads, repeats, [&] {
+    cpu.cross_entropy_backward(DType::f32, rows, cols, x.raw_data(), ids.data(), -100,
+                               lse.raw_data(), one.raw_data(), 1.0 / rows, dx.raw_data());
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_ops: GFLOP/s of GEMM and GB/s of the fused row kernels"};
+  bool quick = false;
+  std::vector<int> thread_counts{1, 2};
+  app.add_flag("--quick", quick, "fewer repetitions and shapes (under 30 s)");
+  app.add_option("--threads", thread_counts, "thread counts to run (default: 1 2)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    std::printf("%s\n", environment_summary().c_str());
+    const int repeats = quick ? 3 : 7;
+    const std::vector<GemmCase> gemms = {
+        {1024, 1024, 1024, false, false, "square"},
+        {2048, 2048, 2048, false, false, "square"},
+        {2048, 33278, 256, false, true, "logits = h E^T (LM forward)"},
+        {2048, 256, 33278, false, false, "dh = dlogits E (LM backward)"},
+        {256, 33278, 2048, true, false, "dE^T = h^T dlogits (LM backward)"},
+    };
+    for (int threads : thread_counts)
+      for (const GemmCase& g : gemms)
+        if (!(quick && g.m == 2048 && g.n == 2048)) bench_gemm(g, threads, repeats);
+    for (int threads : thread_counts) {
+      bench_row_kernels(2048, 33278, threads, repeats);
+      bench_row_kernels(2048, 256, threads, quick ? 20 : 50);
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_ops: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
