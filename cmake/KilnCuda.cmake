@@ -21,9 +21,17 @@ if(KILN_WITH_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 90-real 75-virtual)  # sm_90 machine code + compute_75 PTX
   endif()
+  # One shared CUDA runtime for the library and every program that links it.
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+  enable_language(CUDA)
+  # CMake 3.25 knows nvcc's -std flags only up to C++17 (and a standard set before
+  # enable_language breaks its compiler check); nvcc >= 12 takes -std=c++20.
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-  enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
   message(STATUS "kiln: CUDA backend ON (KILN_CUDA=${KILN_CUDA}, ${CMAKE_CUDA_COMPILER}, "
                  "architectures ${CMAKE_CUDA_ARCHITECTURES})")

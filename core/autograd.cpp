@@ -135,7 +135,7 @@ void record_impl(std::string_view name, const Tensor& output, const Inputs& inpu
 }  // namespace
 
 Node::Node(std::string_view name, std::vector<Edge> next_edges)
-    : name_(name), next_edges_(std::move(next_edges)) {
+    : name_(name), next_edges_(std::move(next_edges)), family_(profile::current()) {
   live_nodes.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -211,6 +211,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     pending.erase(node);
     Grads grads;
     if (grad_output.defined()) {
+      profile::Scope scope(node->family());
       grads = node->apply(grad_output);
       grad_output = Tensor();
     }
@@ -227,7 +228,13 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
                    "{}: backward produced a gradient {} {} for input {} of shape {} {}",
                    node->name(), g.shape(), g.dtype(), i, edge.input.shape, edge.input.dtype);
         Tensor& slot = pending[next];
-        slot = slot.defined() ? add(slot, g) : g;
+        if (!slot.defined()) {
+          slot = g;
+        } else if (exclusively_owned(slot)) {
+          slot.add_(g);  // no other handle sees this buffer: accumulate without a copy
+        } else {
+          slot = add(slot, g);
+        }
       }
       if (--dependencies[next] == 0) ready.push_back(next);
     }

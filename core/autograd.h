@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/profiler.h"
 #include "core/tensor.h"
 
 namespace kiln {
@@ -64,6 +65,8 @@ class Node {
   Node& operator=(const Node&) = delete;
 
   std::string_view name() const { return name_; }
+  // The profiler family that was open when the op ran forward; backward is charged to it.
+  profile::Family family() const { return family_; }
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   // Gradients for the inputs, given the gradient of the output.
   virtual Grads apply(const Tensor& grad_output) = 0;
@@ -75,6 +78,7 @@ class Node {
  private:
   std::string_view name_;
   std::vector<Edge> next_edges_;
+  profile::Family family_;
 };
 
 // Records the backward of an op on `output` when grad mode is on and an input requires grad.

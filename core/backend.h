@@ -156,6 +156,15 @@ class Backend {
                                       std::int64_t ignore_index, const void* logsumexp,
                                       const void* grad_loss, double scale, void* dlogits) = 0;
 
+  // As cross_entropy_forward, and then overwrites logits in place with
+  // softmax(logits) - onehot(target) (0 on ignored rows): the gradient up to its scale, computed
+  // in the same pass over each row. The default composes cross_entropy_forward and
+  // cross_entropy_backward; backends override it with one fused pass.
+  virtual void cross_entropy_forward_with_grad(DType dtype, std::int64_t rows, std::int64_t cols,
+                                               void* logits, const std::int64_t* targets,
+                                               std::int64_t ignore_index, void* loss,
+                                               void* logsumexp);
+
   // ---- Indexing
   // Index of the first id outside [0, limit), or -1 when all are valid.
   virtual std::int64_t find_invalid_id(const std::int64_t* ids, std::int64_t n,

@@ -9,7 +9,6 @@ struct BuildInfo {
   const char* version;
   const char* git;    // commit at configure time
   const char* flags;  // compiler and optimisation flags
-  const char* blas;   // "eigen" or "openblas"
   bool cuda;          // the CUDA backend is built
 };
 
@@ -18,7 +17,7 @@ const BuildInfo& build_info();
 // The CPU model name (from /proc/cpuinfo), or "unknown".
 std::string cpu_model();
 
-// One line: CPU, threads, build flags, GEMM source, CUDA, git commit.
+// One line: CPU, threads, build flags, GEMM source (and OpenBLAS's kernels), CUDA, git commit.
 std::string environment_summary();
 
 }  // namespace kiln

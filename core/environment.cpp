@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/build_info.h"
+#include "core/cpu/openblas.h"
 #include "core/cpu/parallel.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -27,6 +28,7 @@ std::string cpu_model() {
 void set_num_threads(int threads) {
   KILN_CHECK(threads >= 1, "set_num_threads: need at least 1 thread, got {}", threads);
   omp_set_num_threads(threads);
+  if (const OpenBlas* blas = openblas()) blas->set_num_threads(threads);
 }
 
 int num_threads() { return omp_get_max_threads(); }
@@ -34,7 +36,7 @@ int num_threads() { return omp_get_max_threads(); }
 std::string environment_summary() {
   const BuildInfo& b = build_info();
   return fmt::format("kiln {} ({}) | cpu {} | threads {} | flags {} | gemm {} | cuda {}",
-                     b.version, b.git, cpu_model(), max_threads(), b.flags, b.blas,
+                     b.version, b.git, cpu_model(), max_threads(), b.flags, gemm_source(),
                      b.cuda ? "built" : "not built");
 }
 

@@ -14,6 +14,8 @@
 #include "core/ops/indexing.h"
 #include "core/ops/join.h"
 #include "core/ops/layer_norm.h"
+#include "core/ops/linear.h"
+#include "core/ops/linear_cross_entropy.h"
 #include "core/ops/matmul.h"
 #include "core/ops/reduction.h"
 #include "core/ops/select.h"

@@ -8,6 +8,7 @@
 #include "core/ops/factories.h"
 #include "core/ops/matmul.h"
 #include "core/ops/softmax.h"
+#include "core/profiler.h"
 
 namespace kiln::nn {
 
@@ -71,14 +72,19 @@ Tensor MultiHeadAttention::forward(const Tensor& x, KVCache* cache, Tensor* atte
   }
   const std::int64_t keys = K.size(2);
 
-  // Group the query heads that share a kv head: (B, kv, group * T, d_head), so one batched GEMM
-  // per kv head serves all of its query heads without copying K or V.
-  const Tensor Qg = Q.reshape({B, kv_heads, group * T, d_head});
-  const Tensor S = matmul(Qg, K.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(d_head)));
-  Tensor A = causal_softmax(S.view({B, kv_heads, group, T, keys}), past);  // rows see keys <= t
-  if (attention != nullptr) *attention = A.detach().view({B, heads, T, keys});
-  A = dropout(A, attn_dropout, is_training(), gen_);
-  const Tensor Y = matmul(A.view({B, kv_heads, group * T, keys}), V);  // (B, kv, group T, d_head)
+  Tensor Y;  // (B, kv, group T, d_head)
+  {
+    profile::Scope attention_region(profile::Family::attention);
+    // Group the query heads that share a kv head: (B, kv, group * T, d_head), so one batched
+    // GEMM per kv head serves all of its query heads without copying K or V.
+    const Tensor Qg = Q.reshape({B, kv_heads, group * T, d_head});
+    const Tensor S =
+        matmul(Qg, K.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(d_head)));
+    Tensor A = causal_softmax(S.view({B, kv_heads, group, T, keys}), past);  // sees keys <= t
+    if (attention != nullptr) *attention = A.detach().view({B, heads, T, keys});
+    A = dropout(A, attn_dropout, is_training(), gen_);
+    Y = matmul(A.view({B, kv_heads, group * T, keys}), V);
+  }
   const Tensor concatenated =
       Y.view({B, heads, T, d_head}).permute({0, 2, 1, 3}).reshape({B, T, heads * d_head});
   return out->forward(concatenated);  // Z = Y W_O

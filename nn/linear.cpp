@@ -1,7 +1,6 @@
 #include "nn/linear.h"
 
-#include "core/ops/elementwise.h"
-#include "core/ops/matmul.h"
+#include "core/ops/linear.h"
 #include "nn/init.h"
 
 namespace kiln::nn {
@@ -16,12 +15,10 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool has_bia
 Tensor Linear::forward(const Tensor& x) const {
   KILN_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
              "Linear: input of shape {} does not end in {} features", x.shape(), weight.size(1));
-  // One GEMM over all leading dims: (N, in) @ (in, out).
+  // One GEMM over all leading dims: (N, in) @ (in, out), the bias folded into it.
   Shape out_shape = x.shape();
   out_shape.back() = weight.size(0);
-  Tensor y = matmul(x.reshape({-1, weight.size(1)}), weight.t());
-  if (bias.defined()) y = y + bias;
-  return y.view(out_shape);
+  return kiln::linear(x.reshape({-1, weight.size(1)}), weight, bias).view(out_shape);
 }
 
 }  // namespace kiln::nn

@@ -133,7 +133,9 @@ Module::LoadResult Module::load_state_dict(const NamedTensors& state, bool stric
   std::set<std::string> seen;
   NoGradGuard no_grad;
   for (const auto& [name, value] : state) {
-    const auto it = std::find_if(own.begin(), own.end(), [&](const auto& e) { return e.first == name; });
+    // An explicit capture: clang 14 (the fuzz build) cannot capture a structured binding.
+    const auto it = std::find_if(own.begin(), own.end(),
+                                 [&name = name](const auto& e) { return e.first == name; });
     if (it == own.end()) {
       result.unexpected.push_back(name);
       continue;

@@ -3,10 +3,11 @@
 #include <cmath>
 
 #include "core/autograd.h"
-#include "core/ops/cross_entropy.h"
+#include "core/ops/linear_cross_entropy.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factories.h"
 #include "core/ops/matmul.h"
+#include "core/profiler.h"
 
 namespace kiln::nn {
 
@@ -44,8 +45,8 @@ TransformerLM::TransformerLM(const TransformerConfig& config, FeedForwardFactory
     norm = register_module("norm", std::make_shared<LayerNorm>(config_.d_model));
 }
 
-Tensor TransformerLM::forward(const Tensor& ids, std::vector<KVCache>* caches,
-                              std::vector<Tensor>* attention) const {
+Tensor TransformerLM::hidden(const Tensor& ids, std::vector<KVCache>* caches,
+                             std::vector<Tensor>* attention) const {
   KILN_CHECK(ids.dim() == 2 && ids.dtype() == DType::i64,
              "TransformerLM: expected int64 ids (B, T), got {} {}", ids.dtype(), ids.shape());
   KILN_CHECK(caches == nullptr || caches->size() == blocks.size(),
@@ -63,12 +64,24 @@ Tensor TransformerLM::forward(const Tensor& ids, std::vector<KVCache>* caches,
                            attention != nullptr ? &(*attention)[l] : nullptr);
   }
   if (norm) x = norm->forward(x);
+  return x;
+}
+
+Tensor TransformerLM::forward(const Tensor& ids, std::vector<KVCache>* caches,
+                              std::vector<Tensor>* attention) const {
+  const Tensor x = hidden(ids, caches, attention);
+  profile::Scope vocabulary_region(profile::Family::vocabulary);
   return matmul(x, embedding->weight.t());  // logits = X E^T, tied
 }
 
 Tensor TransformerLM::loss(const Tensor& inputs, const Tensor& targets) const {
-  const Tensor logits = forward(inputs);
-  return cross_entropy(logits.view({-1, config_.vocab}), targets.reshape({-1}));
+  KILN_CHECK(targets.shape() == inputs.shape(),
+             "TransformerLM: targets {} and inputs {} must have the same shape", targets.shape(),
+             inputs.shape());
+  const Tensor x = hidden(inputs);  // (B, T, d)
+  // logits = X E^T and their cross-entropy, fused: the (B T, V) logits are never kept apart.
+  return linear_cross_entropy(x.view({-1, config_.d_model}), embedding->weight,
+                              targets.reshape({-1}));
 }
 
 }  // namespace kiln::nn

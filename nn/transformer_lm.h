@@ -40,7 +40,12 @@ class TransformerLM : public Module {
   Tensor forward(const Tensor& ids, std::vector<KVCache>* caches = nullptr,
                  std::vector<Tensor>* attention = nullptr) const;
 
-  // Mean cross-entropy of next-token prediction: inputs and targets (B, T) int64.
+  // The final hidden states X (B, T, d), before the output projection.
+  Tensor hidden(const Tensor& ids, std::vector<KVCache>* caches = nullptr,
+                std::vector<Tensor>* attention = nullptr) const;
+
+  // Mean cross-entropy of next-token prediction: inputs and targets (B, T) int64. Computed by
+  // the fused linear_cross_entropy (core/ops/linear_cross_entropy.h).
   Tensor loss(const Tensor& inputs, const Tensor& targets) const;
 
   std::vector<KVCache> new_caches() const { return std::vector<KVCache>(blocks.size()); }

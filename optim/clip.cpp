@@ -5,12 +5,14 @@
 #include <cmath>
 #include <vector>
 
+#include "core/profiler.h"
 #include "core/autograd.h"
 #include "core/ops/op_utils.h"
 
 namespace kiln {
 
 double grad_norm(std::span<const Tensor> params) {
+  profile::Scope scope(profile::Family::optimizer);
   NoGradGuard no_grad;
   std::vector<Tensor> grads;  // contiguous, in parameter order
   for (std::size_t i = 0; i < params.size(); ++i) {

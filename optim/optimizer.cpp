@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 
+#include "core/profiler.h"
 #include "core/autograd.h"
 #include "core/ops/factories.h"
 #include "core/storage.h"
@@ -122,6 +123,7 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double lr
 }
 
 void Optimizer::step(double grad_scale) {
+  profile::Scope scope(profile::Family::optimizer);
   KILN_CHECK(std::isfinite(grad_scale) && grad_scale >= 0.0,
              "{}: step: grad_scale {} is not a finite non-negative number (a NaN or infinite "
              "gradient norm? check the loss)",

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake make g++ libeigen3-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev
-          python3-numpy)
+          libopenblas0-openmp python3-numpy)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

@@ -50,6 +50,11 @@ class CpuBackend final : public Backend {
                               std::int64_t ignore_index, const void* logsumexp,
                               const void* grad_loss, double scale, void* dlogits) override;
 
+  void cross_entropy_forward_with_grad(DType dtype, std::int64_t rows, std::int64_t cols,
+                                       void* logits, const std::int64_t* targets,
+                                       std::int64_t ignore_index, void* loss,
+                                       void* logsumexp) override;
+
   std::int64_t find_invalid_id(const std::int64_t* ids, std::int64_t n,
                                std::int64_t limit) override;
   void gather_rows(DType dtype, const void* table, std::int64_t cols, const std::int64_t* ids,

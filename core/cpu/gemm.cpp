@@ -1,11 +1,13 @@
-// CPU GEMM through Eigen's matrix product (which calls OpenBLAS when kiln is built with
-// KILN_BLAS=openblas, through EIGEN_USE_BLAS). Row-major operands are mapped in place; a
-// transposed operand is the same memory read column-major. Eigen parallelises one large product
-// over blocks of C (each block has one owner: deterministic); a batch of small products runs one
-// product per task instead.
+// CPU GEMM: OpenBLAS's cblas_?gemm when it is loaded (core/cpu/openblas.h), else Eigen's matrix
+// product. Row-major operands are used in place; a transposed operand is the same memory read
+// column-major. Both libraries parallelise one large product over blocks of C, each block with
+// one owner and the same order of additions (deterministic); a batch of small products runs one
+// product per task instead, each single-threaded inside the parallel region.
 #include <Eigen/Core>
+#include <type_traits>
 
 #include "core/cpu/cpu_backend.h"
+#include "core/cpu/openblas.h"
 #include "core/cpu/parallel.h"
 
 namespace kiln {
@@ -37,14 +39,35 @@ void gemm_one(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* c, 
   }
 }
 
+// One product through OpenBLAS's CBLAS interface (row-major).
+template <typename T>
+void blas_one(const OpenBlas& blas, const GemmArgs& g, const T* a, const T* b, T* c) {
+  constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+  const int ta = g.trans_a ? kTrans : kNoTrans, tb = g.trans_b ? kTrans : kNoTrans;
+  const auto m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
+  const auto lda = static_cast<int>(g.lda), ldb = static_cast<int>(g.ldb);
+  const auto ldc = static_cast<int>(g.ldc);
+  if constexpr (std::is_same_v<T, float>) {
+    blas.sgemm(kRowMajor, ta, tb, m, n, k, static_cast<float>(g.alpha), a, lda, b, ldb,
+               static_cast<float>(g.beta), c, ldc);
+  } else {
+    blas.dgemm(kRowMajor, ta, tb, m, n, k, g.alpha, a, lda, b, ldb, g.beta, c, ldc);
+  }
+}
+
 template <typename T, typename MatA, typename MatB> void gemm_batched(const GemmArgs& g) {
   const T* a = static_cast<const T*>(g.a);
   const T* b = static_cast<const T*>(g.b);
   T* c = static_cast<T*>(g.c);
   const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  const OpenBlas* blas = openblas();
   auto one = [&](std::int64_t i) {
-    gemm_one<T, MatA, MatB>(a + i * g.stride_a, g.lda, b + i * g.stride_b, g.ldb,
-                            c + i * g.stride_c, g.ldc, g.m, g.n, g.k, alpha, beta);
+    if (blas != nullptr) {
+      blas_one<T>(*blas, g, a + i * g.stride_a, b + i * g.stride_b, c + i * g.stride_c);
+    } else {
+      gemm_one<T, MatA, MatB>(a + i * g.stride_a, g.lda, b + i * g.stride_b, g.ldb,
+                              c + i * g.stride_c, g.ldc, g.m, g.n, g.k, alpha, beta);
+    }
   };
   // Small products in a batch: one per task (Eigen stays single-threaded inside a parallel
   // region). Large ones: one after the other, each parallelised by Eigen.

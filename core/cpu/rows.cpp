@@ -185,7 +185,40 @@ void cross_entropy_backward_rows(std::int64_t rows, std::int64_t cols, const T* 
   });
 }
 
+// Per row: the loss and logsumexp, then the row overwritten with softmax - onehot(target).
+template <typename T>
+void cross_entropy_with_grad_rows(std::int64_t rows, std::int64_t cols, T* logits,
+                                  const std::int64_t* targets, std::int64_t ignore_index, T* loss,
+                                  T* logsumexp) {
+  parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
+    T* xr = logits + r * cols;
+    const T m = row_max(xr, cols);
+    const T lse = m + static_cast<T>(std::log(sum_exp(xr, cols, m, static_cast<T*>(nullptr))));
+    logsumexp[r] = lse;
+    if (targets[r] == ignore_index) {
+      loss[r] = T(0);
+      std::fill(xr, xr + cols, T(0));
+      return;
+    }
+    loss[r] = lse - xr[targets[r]];
+    for (std::int64_t j = 0; j < cols; ++j) xr[j] = vec_exp(xr[j] - lse);
+    xr[targets[r]] -= T(1);
+  });
+}
+
 }  // namespace
+
+void CpuBackend::cross_entropy_forward_with_grad(DType dtype, std::int64_t rows,
+                                                 std::int64_t cols, void* logits,
+                                                 const std::int64_t* targets,
+                                                 std::int64_t ignore_index, void* loss,
+                                                 void* logsumexp) {
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_with_grad_rows(rows, cols, static_cast<T*>(logits), targets, ignore_index,
+                                 static_cast<T*>(loss), static_cast<T*>(logsumexp));
+  });
+}
 
 void CpuBackend::softmax_forward(const SoftmaxArgs& args, const void* x, void* y) {
   dispatch_floating(args.dtype, [&](auto tag) {

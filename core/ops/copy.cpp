@@ -4,6 +4,7 @@
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/op_utils.h"
+#include "core/profiler.h"
 
 namespace kiln {
 
@@ -53,6 +54,7 @@ Tensor copy_across_devices(const Tensor& x, Device device) {
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
+  profile::Scope scope(profile::Family::other);
   check_defined("clone", *this);
   Tensor out = empty(shape(), {dtype(), device()});
   backend_of(*this).copy(arg_of(out), arg_of(*this));
@@ -87,6 +89,7 @@ Tensor Tensor::to(Device target) const {
 }
 
 const Tensor& Tensor::copy_(const Tensor& source) const {
+  profile::Scope scope(profile::Family::other);
   check_defined("copy_", source);
   check_writable("copy_", *this);
   KILN_CHECK(broadcast_shapes(source.shape(), shape(), "copy_") == shape(),
@@ -106,6 +109,7 @@ const Tensor& Tensor::fill_(double value) const {
 }
 
 const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
+  profile::Scope scope(profile::Family::other);
   check_defined("add_", other);
   check_writable("add_", *this);
   check_same_dtype_device("add_", *this, other);

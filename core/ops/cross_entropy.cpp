@@ -2,12 +2,32 @@
 
 #include "core/autograd.h"
 #include "core/ops/op_utils.h"
+#include "core/profiler.h"
 
 namespace kiln {
+
+std::int64_t count_targets(std::string_view op, const Tensor& targets, std::int64_t classes,
+                           std::int64_t ignore_index) {
+  const std::vector<std::int64_t> ids = targets.to_vector<std::int64_t>();
+  std::int64_t counted = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == ignore_index) continue;
+    KILN_CHECK(ids[i] >= 0 && ids[i] < classes,
+               "{}: target {} at position {} is out of range for {} classes", op, ids[i], i,
+               classes);
+    ++counted;
+  }
+  KILN_CHECK(counted > 0,
+             "{}: every one of the {} targets equals ignore_index {}, so the mean loss is "
+             "undefined",
+             op, ids.size(), ignore_index);
+  return counted;
+}
 
 // Forward keeps each row's logsumexp; backward is d loss / d logits = (softmax - onehot) / count,
 // recomputed from logits and logsumexp in one pass, so the probabilities are never stored.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
+  profile::Scope scope(profile::Family::other);
   check_defined("cross_entropy", logits);
   check_defined("cross_entropy", targets);
   check_floating("cross_entropy", logits);
@@ -24,20 +44,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   const std::int64_t rows = numel_of(leading);
 
   const Tensor ids = targets.contiguous();
-  const std::vector<std::int64_t> host_ids = ids.to_vector<std::int64_t>();
-  std::int64_t counted = 0;
-  for (std::int64_t i = 0; i < rows; ++i) {
-    const std::int64_t t = host_ids[i];
-    if (t == ignore_index) continue;
-    KILN_CHECK(t >= 0 && t < classes,
-               "cross_entropy: target {} at position {} is out of range for {} classes", t, i,
-               classes);
-    ++counted;
-  }
-  KILN_CHECK(counted > 0,
-             "cross_entropy: every one of the {} targets equals ignore_index {}, so the mean loss "
-             "is undefined",
-             rows, ignore_index);
+  const std::int64_t counted = count_targets("cross_entropy", ids, classes, ignore_index);
 
   const Tensor input = logits.contiguous().detach();
   Tensor row_loss = empty({rows}, {logits.dtype(), logits.device()});

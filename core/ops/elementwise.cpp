@@ -5,6 +5,7 @@
 
 #include "core/autograd.h"
 #include "core/ops/op_utils.h"
+#include "core/profiler.h"
 #include "core/ops/reduction.h"
 
 namespace kiln {
@@ -12,6 +13,7 @@ namespace kiln {
 namespace {
 
 Tensor unary_kernel(std::string_view op, UnaryOp kind, const Tensor& x, double scalar = 0.0) {
+  profile::Scope scope(profile::Family::other);
   check_defined(op, x);
   check_floating(op, x);
   Tensor out = empty(x.shape(), {x.dtype(), x.device()});
@@ -21,6 +23,7 @@ Tensor unary_kernel(std::string_view op, UnaryOp kind, const Tensor& x, double s
 
 Tensor binary_kernel(std::string_view op, BinaryOp kind, const Tensor& a, const Tensor& b,
                      bool integers_allowed = false) {
+  profile::Scope scope(profile::Family::other);
   check_defined(op, a);
   check_defined(op, b);
   check_same_dtype_device(op, a, b);
@@ -156,6 +159,7 @@ Tensor pow(const Tensor& x, double exponent) {
 // Activations: backward kernels read the saved output (tanh, sigmoid, relu) or input (gelu).
 namespace {
 Tensor activation_backward(BinaryOp kind, const Tensor& g, const Tensor& saved) {
+  profile::Scope scope(profile::Family::other);
   Tensor out = empty(g.shape(), {g.dtype(), g.device()});
   backend_of(g).binary(kind, arg_of(out), arg_of(g), broadcast_arg(saved, g.shape()));
   return out;

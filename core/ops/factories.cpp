@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/ops/op_utils.h"
+#include "core/profiler.h"
 
 namespace kiln {
 
@@ -12,6 +13,7 @@ Tensor zeros_like(const Tensor& like) { return zeros(like.shape(), {like.dtype()
 Tensor ones_like(const Tensor& like) { return ones(like.shape(), {like.dtype(), like.device()}); }
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {
+  profile::Scope scope(profile::Family::other);
   Tensor out = empty(shape, options);
   backend_of(out).fill(arg_of(out), value);
   return out;

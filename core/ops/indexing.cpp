@@ -3,6 +3,7 @@
 #include "core/autograd.h"
 #include "core/ops/factories.h"
 #include "core/ops/op_utils.h"
+#include "core/profiler.h"
 
 namespace kiln {
 
@@ -42,6 +43,7 @@ Tensor scatter_add(const Tensor& grad, const Tensor& ids, std::int64_t rows) {
 // x's entries at the (already checked, contiguous 1-D) ids along dim: a row gather with dim
 // moved to the front and the other dims viewed as columns.
 Tensor select_along(const Tensor& x, int dim, const Tensor& index) {
+  profile::Scope scope(profile::Family::embedding);
   const Tensor front = x.detach().transpose(0, dim).contiguous();
   Shape front_shape = front.shape();
   const std::int64_t rows = front_shape[0];

@@ -2,12 +2,14 @@
 
 #include "core/autograd.h"
 #include "core/ops/op_utils.h"
+#include "core/profiler.h"
 
 namespace kiln {
 
 // Backward (xhat = (x - mean) * rstd, g = dy * gamma):
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dgamma = sum dy * xhat,  dbeta = sum dy.
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
+  profile::Scope scope(profile::Family::layer_norm);
   check_defined("layer_norm", x);
   check_defined("layer_norm", gamma);
   check_defined("layer_norm", beta);

@@ -3,6 +3,7 @@
 
 #include "core/autograd.h"
 #include "core/ops/op_utils.h"
+#include "core/profiler.h"
 #include "core/ops/reduction.h"
 
 namespace kiln {
@@ -82,6 +83,7 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b) {
+  profile::Scope scope(profile::Family::gemm);
   const std::int64_t n = a.size(-2), k = a.size(-1), kb = b.size(-2), m = b.size(-1);
   KILN_CHECK(k == kb, "matmul: shapes {} and {} do not match ({} != {})", a.shape(), b.shape(), k,
              kb);

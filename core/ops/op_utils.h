@@ -30,4 +30,9 @@ void check_floating(std::string_view op, const Tensor& t);
 // Errors unless t is defined.
 void check_defined(std::string_view op, const Tensor& t);
 
+// The number of targets that are not ignore_index; errors (naming op) for a target outside
+// [0, classes) and when every target is ignored. Reads the targets on the host.
+std::int64_t count_targets(std::string_view op, const Tensor& targets, std::int64_t classes,
+                           std::int64_t ignore_index);
+
 }  // namespace kiln

@@ -7,6 +7,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/factories.h"
 #include "core/ops/op_utils.h"
+#include "core/profiler.h"
 
 namespace kiln {
 
@@ -58,6 +59,7 @@ Tensor sum_run(const Tensor& x, int first, int last) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  profile::Scope scope(profile::Family::other);
   check_defined("sum", x);
   check_floating("sum", x);
   const std::vector<int> ds = reduced_dims(x, dims, "sum");

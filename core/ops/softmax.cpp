@@ -5,6 +5,7 @@
 
 #include "core/autograd.h"
 #include "core/ops/op_utils.h"
+#include "core/profiler.h"
 
 namespace kiln {
 
@@ -13,6 +14,7 @@ namespace {
 // Runs the row kernel on x with `dim` moved last; returns y in x's layout.
 Tensor softmax_rows(std::string_view op, const Tensor& x, std::int64_t dim_in, bool log,
                     bool causal, std::int64_t query_offset) {
+  profile::Scope scope(profile::Family::other);
   check_defined(op, x);
   check_floating(op, x);
   KILN_CHECK(x.dim() >= 1, "{}: expected at least one dim, got a 0-dim tensor", op);

@@ -143,3 +143,34 @@ const bool join_rows = [] {
 }();
 
 }  // namespace
+
+namespace {
+const bool linear_cross_entropy_row = [] {
+  register_op({"linear_cross_entropy",
+               [](const Inputs& x) { return linear_cross_entropy(x[0], x[1], x[2]); },
+               {{"rows", [](DType d, Generator& g) { return Inputs{u({5, 4}, d, g), u({7, 4}, d, g), ids({0, 6, 3, 3, 1}, {5})}; }},
+                {"ignore_index", [](DType d, Generator& g) { return Inputs{u({4, 3}, d, g), u({6, 3}, d, g), ids({2, -100, 5, -100}, {4})}; }}},
+               {{"target out of range", [] { linear_cross_entropy(ones({2, 3}), ones({4, 3}), ids({0, 4}, {2})); }},
+                {"every target ignored", [] { linear_cross_entropy(ones({2, 3}), ones({4, 3}), ids({-100, -100}, {2})); }},
+                {"inner dims differ", [] { linear_cross_entropy(ones({2, 3}), ones({4, 2}), ids({0, 1}, {2})); }},
+                {"targets of the wrong shape", [] { linear_cross_entropy(ones({2, 3}), ones({4, 3}), ids({0}, {1})); }}},
+               1e-4});
+  return true;
+}();
+}  // namespace
+
+namespace {
+const bool linear_row = [] {
+  register_op({"linear",
+               [](const Inputs& x) { return linear(x[0], x[1], x[2]); },
+               {{"with_bias", [](DType d, Generator& g) { return Inputs{u({5, 4}, d, g), u({3, 4}, d, g), u({3}, d, g)}; }},
+                {"transposed_input", [](DType d, Generator& g) { return Inputs{u({4, 5}, d, g).t(), u({3, 4}, d, g), u({3}, d, g)}; }},
+                {"no_bias", [](DType d, Generator& g) { return Inputs{u({5, 4}, d, g), u({3, 4}, d, g)}; }, {},
+                 [](const Inputs& x) { return linear(x[0], x[1]); }}},
+               {{"inner dims differ", [] { linear(ones({2, 3}), ones({4, 2})); }},
+                {"bias of the wrong size", [] { linear(ones({2, 3}), ones({4, 3}), ones({3})); }},
+                {"mixed dtypes", [] { linear(ones({2, 3}), ones({4, 3}, {.dtype = DType::f64})); }}},
+               1e-4});
+  return true;
+}();
+}  // namespace

@@ -156,3 +156,24 @@ TEST_CASE("softmax and cross_entropy stay finite for logits of +-1e4", "[fused]"
     for (double g : leaf.grad().to_vector<double>()) REQUIRE(std::isfinite(g));
   }
 }
+
+TEST_CASE("linear_cross_entropy equals cross_entropy(matmul(x, W^T))", "[fused]") {
+  Generator gen(8);
+  const Tensor x = u({6, 5}, gen), weight = u({9, 5}, gen);
+  const Tensor targets = from_vector<std::int64_t>({3, -100, 0, 8, 8, 2}, {6});
+  require_same_function(
+      [](const auto& in) { return linear_cross_entropy(in[0], in[1], in[2]); },
+      [](const auto& in) { return cross_entropy(matmul(in[0], in[1].t()), in[2]); },
+      {x, weight, targets}, {true, true, false});
+}
+
+TEST_CASE("linear equals matmul(x, W^T) + b, with and without bias", "[fused]") {
+  Generator gen(9);
+  const Tensor x = u({5, 4}, gen), weight = u({3, 4}, gen), bias = u({3}, gen);
+  require_same_function([](const auto& in) { return linear(in[0], in[1], in[2]); },
+                        [](const auto& in) { return matmul(in[0], in[1].t()) + in[2]; },
+                        {x, weight, bias}, {true, true, true});
+  require_same_function([](const auto& in) { return linear(in[0], in[1]); },
+                        [](const auto& in) { return matmul(in[0], in[1].t()); }, {x, weight},
+                        {true, true});
+}

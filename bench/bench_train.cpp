@@ -1,0 +1,151 @@
+// bench_train: tokens/s of complete training steps (forward, backward, gradient clipping, Adam)
+// for the default model and large-cpu, on random token ids (the speed does not depend on the
+// data). Prints the median over several windows after a warm-up, the model arithmetic rate,
+// the peak resident memory, and with --profile the share of the step per op family.
+//
+//   build/bench/bench_train --config default --threads 2 --profile
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/kiln.h"
+#include "core/profiler.h"
+#include "nn/transformer_lm.h"
+#include "optim/adam.h"
+#include "optim/clip.h"
+
+using namespace kiln;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchConfig {
+  nn::TransformerConfig model;
+  std::int64_t batch, seq_len;
+};
+
+BenchConfig config_named(const std::string& name) {
+  BenchConfig c;
+  c.model.vocab = 33278;
+  c.model.dropout = 0.1;
+  if (name == "default") {  // ../shared/bench/torch_ref.py's defaults
+    c.model.d_model = 256, c.model.heads = 4, c.model.layers = 2, c.model.ff = 1024;
+    c.batch = 32, c.seq_len = 64;
+  } else if (name == "large-cpu") {
+    c.model.d_model = 512, c.model.heads = 8, c.model.layers = 4, c.model.ff = 2048;
+    c.batch = 16, c.seq_len = 128;
+  } else {
+    fail("--config: '{}' is not default or large-cpu", name);
+  }
+  c.model.max_seq_len = std::max<std::int64_t>(512, c.seq_len);
+  return c;
+}
+
+// Forward multiply-adds per token x 2, as PyTorch computes them (full T x T attention);
+// a training step costs three times the forward.
+double train_flops_per_token(const BenchConfig& c) {
+  const auto& m = c.model;
+  const double d = static_cast<double>(m.d_model), dh = static_cast<double>(m.d_head());
+  const double qkv = 2 * d * (m.heads + 2 * m.kv()) * dh, out = 2 * d * d;
+  const double ffn = 4 * d * m.ff, attention = 4 * static_cast<double>(c.seq_len) * d;
+  const double head = 2 * d * m.vocab;
+  return 3 * (m.layers * (qkv + out + ffn + attention) + head);
+}
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_train: tokens/s of complete training steps"};
+  std::string config_name = "default";
+  int threads = 2, warmup = 3, windows = 5, steps_per_window = 4;
+  bool profile_steps = false;
+  app.add_option("--config", config_name, "default or large-cpu")->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads")->capture_default_str();
+  app.add_option("--warmup", warmup, "steps before timing")->capture_default_str();
+  app.add_option("--windows", windows, "timed windows (the median is reported)")
+      ->capture_default_str();
+  app.add_option("--steps", steps_per_window, "steps per window")->capture_default_str();
+  app.add_flag("--profile", profile_steps, "print the share of the step per op family");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    set_num_threads(threads);
+    const BenchConfig c = config_named(config_name);
+    std::printf("%s\n", environment_summary().c_str());
+    manual_seed(1);
+    nn::TransformerLM model(c.model);
+    Adam optimizer(model.named_parameters(), {.lr = 1e-3});
+    const double flops = train_flops_per_token(c);
+    std::printf("config %s: d_model %lld heads %lld layers %lld ff %lld T %lld B %lld | %lld "
+                "parameters | %.1f MFLOP per token\n",
+                config_name.c_str(), static_cast<long long>(c.model.d_model),
+                static_cast<long long>(c.model.heads), static_cast<long long>(c.model.layers),
+                static_cast<long long>(c.model.ff), static_cast<long long>(c.seq_len),
+                static_cast<long long>(c.batch), static_cast<long long>(model.num_parameters()),
+                flops * 1e-6);
+
+    Generator data(2);
+    auto random_ids = [&] {
+      const std::vector<float> u = rand({c.batch, c.seq_len}, {}, &data).to_vector<float>();
+      std::vector<std::int64_t> ids(u.size());
+      for (std::size_t i = 0; i < u.size(); ++i)
+        ids[i] = std::min<std::int64_t>(static_cast<std::int64_t>(u[i] * c.model.vocab),
+                                        c.model.vocab - 1);
+      return from_vector(ids, {c.batch, c.seq_len});
+    };
+    double last_loss = 0.0;
+    auto step = [&] {
+      const Tensor inputs = random_ids(), targets = random_ids();
+      optimizer.zero_grad();
+      const Tensor loss = model.loss(inputs, targets);
+      loss.backward();
+      optimizer.step(clip_scale(grad_norm(optimizer.parameters()), 1.0));
+      last_loss = loss.item<double>();
+    };
+
+    for (int i = 0; i < warmup; ++i) step();
+    profile::enable(profile_steps);
+    std::vector<double> rates;
+    double timed_seconds = 0.0;
+    for (int w = 0; w < windows; ++w) {
+      const auto start = Clock::now();
+      for (int i = 0; i < steps_per_window; ++i) step();
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      timed_seconds += s;
+      rates.push_back(static_cast<double>(steps_per_window * c.batch * c.seq_len) / s);
+      std::printf("window %d: %.1f tokens/s (loss %.3f)\n", w + 1, rates.back(), last_loss);
+    }
+    std::sort(rates.begin(), rates.end());
+    const double median = rates[rates.size() / 2];
+    std::printf("RESULT config %s threads %d train_tokens_per_sec %.1f ms_per_step %.1f "
+                "model_gflops %.1f peak_rss_mb %.0f\n",
+                config_name.c_str(), threads, median, 1e3 * c.batch * c.seq_len / median,
+                median * flops * 1e-9, peak_rss_mb());
+    if (profile_steps) {
+      const auto totals = profile::totals();
+      std::printf("profile over %d steps (%.2f s):\n", windows * steps_per_window, timed_seconds);
+      for (std::size_t f = 0; f < totals.size(); ++f) {
+        if (totals[f] <= 0.0) continue;
+        std::printf("  %5.1f%%  %7.1f ms/step  %s\n", 100.0 * totals[f] / timed_seconds,
+                    1e3 * totals[f] / (windows * steps_per_window),
+                    std::string(profile::name(static_cast<profile::Family>(f))).c_str());
+      }
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,13 @@
+// The affine map of a Linear layer, fused: y = x W^T + b as one GEMM whose output starts as
+// the broadcast bias (beta = 1), so the bias costs no extra pass over y. Backward:
+//   dx = dy W,  dW = dy^T x,  db = sum over rows of dy.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+// x (N, in), weight (out, in), bias (out) or undefined -> (N, out).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+}  // namespace kiln

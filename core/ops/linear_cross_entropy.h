@@ -1,0 +1,23 @@
+// The output head of a language model, fused: logits = X W^T and their mean cross-entropy
+//   loss = mean over counted rows of (logsumexp(logits_row) - logits_row[target]),
+// without a separate logits tensor for backward. When a gradient is needed, the logits buffer
+// is turned in place into d loss / d logits (up to the 1/count scale),
+//   G = softmax(logits) - onehot(target)   (0 on ignored rows),
+// in the same pass that computes the loss, and backward is two GEMMs with alpha = g / count:
+//   dX = alpha G W,   dW = alpha G^T X.
+// The (N, V) logits are written once and read twice, and one (N, V) buffer suffices — versus
+// three passes and two buffers for matmul followed by cross_entropy. Equal to
+// cross_entropy(matmul(X, W^T), targets) in value and gradient (tests/core/test_fused.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+// x (N, d), weight (V, d), targets (N) int64 in [0, V) or ignore_index -> 0-dim loss.
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets,
+                            std::int64_t ignore_index = -100);
+
+}  // namespace kiln

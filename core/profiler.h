@@ -1,0 +1,63 @@
+// A step profiler: wall time per op family, for bench_train --profile. Off by default; when off,
+// each scope costs one branch.
+//
+// Families are regions: an op or module opens a scope, nested scopes charge their own family
+// and pause the enclosing one (exclusive time), and a region opened by a module (attention, the
+// vocabulary head, the optimizer) absorbs the generic ops inside it (a matmul inside attention
+// counts as attention). Backward nodes run in the region that was open when they were
+// recorded, so a family's time includes its backward.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace kiln::profile {
+
+enum class Family : std::uint8_t {
+  none,        // no scope open (time outside any op)
+  gemm,        // matmul outside the regions below
+  attention,   // S = QK^T, causal softmax, AV
+  vocabulary,  // logits = X E^T, softmax and cross-entropy over the vocabulary
+  layer_norm,
+  embedding,
+  optimizer,   // gradient norm and parameter updates
+  allocation,  // getting and returning tensor memory
+  other,       // elementwise ops, dropout, copies, reductions
+  count
+};
+
+std::string_view name(Family family);
+
+// Enables or disables collection (and clears the totals when enabling).
+void enable(bool on);
+bool enabled();
+
+// Seconds charged to each family since enable(true).
+std::array<double, static_cast<std::size_t>(Family::count)> totals();
+
+// The family a new scope of `requested` charges: requested, unless a module region (attention,
+// vocabulary, optimizer) is open and requested is a generic op family.
+Family effective(Family requested);
+// The innermost open family (recorded by autograd nodes for their backward).
+Family current();
+
+// Charges the time until destruction to `family` (exclusive of nested scopes).
+class Scope {
+ public:
+  explicit Scope(Family family) {
+    if (enabled()) enter(effective(family));
+  }
+  ~Scope() {
+    if (active_) leave();
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  void enter(Family family);
+  void leave();
+  bool active_ = false;
+};
+
+}  // namespace kiln::profile
