@@ -1,0 +1,130 @@
+// The CUDA backend: cuBLAS GEMM (full FP32, TF32 off), kiln's own kernels (one .cu file per
+// family beside this header) and a caching allocator, one instance per device.
+//
+// Every kernel and cuBLAS call of a device runs on that backend's one stream, in issue order, so
+// a block freed to the allocator's cache can be handed out again at once: whatever reads or
+// writes it next is queued behind whatever used it before. copy_to_host and copy_from_host wait
+// for the stream, so they are synchronous with respect to the host.
+//
+// Ops reach this class through backend_for(Device::cuda(i)); tests and benchmarks that want the
+// CUDA-only extras (allocator counters, empty_cache, poisoning) use cuda_backend_at(i). This
+// header includes no CUDA header, so plain C++ code can use it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "core/backend.h"
+
+struct CUstream_st;    // cudaStream_t is CUstream_st*
+struct cublasContext;  // cublasHandle_t is cublasContext*
+
+namespace kiln {
+
+class CachingAllocator;
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int index);  // creates the stream and the cuBLAS handle of device `index`
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  int index() const { return index_; }
+  CUstream_st* stream() const { return stream_; }
+  void synchronize();  // waits for everything queued on the stream
+
+  // ---- CUDA-only extras
+  // Returns every cached (free) block to the driver; blocks in use stay.
+  void empty_cache();
+  // Device bytes held from the driver: blocks in use plus cached blocks.
+  std::size_t bytes_reserved() const;
+  // cudaMalloc calls so far; constant in a steady-state training loop.
+  std::int64_t device_allocations() const;
+  // Poisoning fills every block handed out by allocate() with 0xFF bytes (NaN in float32 and
+  // float64, -1 in int64), so an output element a kernel forgets to write shows up in parity
+  // tests. Off unless KILN_CUDA_POISON=1 is set in the environment or a test turns it on.
+  void set_poison(bool enabled) { poison_.store(enabled); }
+  bool poison() const { return poison_.load(); }
+
+  // ---- Backend
+  void* allocate(std::size_t nbytes) override;
+  void deallocate(void* ptr, std::size_t nbytes) override;
+  void copy_from_host(void* dst, const void* src, std::size_t nbytes) override;
+  void copy_to_host(void* dst, const void* src, std::size_t nbytes) override;
+  std::size_t bytes_in_use() const override;
+  std::size_t peak_bytes_in_use() const override;
+
+  void fill(const TensorArg& out, double value) override;
+  void arange(const TensorArg& out, double start, double step) override;
+  void copy(const TensorArg& out, const TensorArg& in) override;
+  void unary(UnaryOp op, const TensorArg& out, const TensorArg& in, double scalar) override;
+  void binary(BinaryOp op, const TensorArg& out, const TensorArg& a, const TensorArg& b) override;
+  void where(const TensorArg& out, const TensorArg& cond, const TensorArg& a,
+             const TensorArg& b) override;
+
+  void sum(DType dtype, const void* in, void* out, std::int64_t outer, std::int64_t reduced,
+           std::int64_t inner) override;
+  void max(DType dtype, const void* in, void* values, std::int64_t* indices, std::int64_t outer,
+           std::int64_t reduced, std::int64_t inner) override;
+  void sum_squares(DType dtype, const void* in, std::int64_t n, void* out) override;
+
+  void gemm(const GemmArgs& args) override;
+
+  void softmax_forward(const SoftmaxArgs& args, const void* x, void* y) override;
+  void softmax_backward(const SoftmaxArgs& args, const void* y, const void* dy, void* dx) override;
+  void layer_norm_forward(DType dtype, std::int64_t rows, std::int64_t cols, double eps,
+                          const void* x, const void* gamma, const void* beta, void* y, void* mean,
+                          void* rstd) override;
+  void layer_norm_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                           const void* gamma, const void* mean, const void* rstd, const void* dy,
+                           void* dx, void* dgamma, void* dbeta) override;
+  void cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t cols, const void* logits,
+                             const std::int64_t* targets, std::int64_t ignore_index, void* loss,
+                             void* logsumexp) override;
+  void cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* logits,
+                              const std::int64_t* targets, std::int64_t ignore_index,
+                              const void* logsumexp, const void* grad_loss, double scale,
+                              void* dlogits) override;
+
+  std::int64_t find_invalid_id(const std::int64_t* ids, std::int64_t n,
+                               std::int64_t limit) override;
+  void gather_rows(DType dtype, const void* table, std::int64_t cols, const std::int64_t* ids,
+                   std::int64_t n, void* out) override;
+  void scatter_add_rows(DType dtype, const void* grad, const std::int64_t* ids, std::int64_t n,
+                        std::int64_t cols, void* table_grad, std::int64_t table_rows) override;
+
+  void random_uniform(DType dtype, void* out, std::int64_t n, double low, double high,
+                      std::uint64_t seed, std::uint64_t offset) override;
+  void random_normal(DType dtype, void* out, std::int64_t n, double mean, double std,
+                     std::uint64_t seed, std::uint64_t offset) override;
+  void dropout_mask(DType dtype, void* mask, std::int64_t n, double p, std::uint64_t seed,
+                    std::uint64_t offset) override;
+
+  void adam_update(DType dtype, std::int64_t n, void* param, const void* grad, void* exp_avg,
+                   void* exp_avg_sq, const AdamArgs& args) override;
+  void sgd_update(DType dtype, std::int64_t n, void* param, const void* grad, void* momentum_buffer,
+                  const SgdArgs& args) override;
+
+  // The allocator behind allocate(); kernels take their temporary buffers from it (see
+  // core/cuda/scratch.h), never poisoned.
+  CachingAllocator& allocator() const { return *allocator_; }
+
+ private:
+  // Makes this backend's device current for the calling thread (CUDA's current device is
+  // per thread, and kiln may have backends for several devices).
+  void activate() const;
+
+  int index_;
+  CUstream_st* stream_ = nullptr;
+  cublasContext* cublas_ = nullptr;
+  std::unique_ptr<CachingAllocator> allocator_;
+  std::atomic<bool> poison_{false};
+};
+
+// The CUDA backend of device `index`, created on first use; a kiln::Error naming cuda:<index> and
+// the number of devices when there is no such device.
+CudaBackend& cuda_backend_at(int index);
+
+}  // namespace kiln

@@ -1,0 +1,79 @@
+// CUDA GEMM through cuBLAS, in full FP32/FP64 (the handle's math mode is CUBLAS_DEFAULT_MATH: no
+// TF32), on the backend's stream. cuBLAS is column-major and kiln row-major: a row-major matrix
+// is its transpose read column-major, so the row-major product C = op(A) op(B) is computed as the
+// column-major C^T = op(B)^T op(A)^T, swapping the operands and m with n, without copies.
+// A batch is one strided-batched call (a batch stride of 0 repeats a matrix).
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include <cublas_v2.h>
+
+#include "core/cuda/cuda_backend.h"
+#include "core/cuda/cuda_check.h"
+#include "core/error.h"
+
+namespace kiln {
+
+namespace {
+
+int checked_int(std::int64_t value, const char* what) {
+  KILN_CHECK(value >= 0 && value <= std::numeric_limits<int>::max(),
+             "gemm: {} = {} does not fit cuBLAS's 32-bit int", what, value);
+  return static_cast<int>(value);
+}
+
+cublasOperation_t op_of(bool transposed) { return transposed ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+// The column-major call for the row-major GemmArgs (see the top of the file).
+template <typename T>
+void gemm_typed(cublasHandle_t handle, const GemmArgs& g) {
+  const int m = checked_int(g.m, "m"), n = checked_int(g.n, "n"), k = checked_int(g.k, "k");
+  const int lda = checked_int(g.lda, "lda"), ldb = checked_int(g.ldb, "ldb");
+  const int ldc = checked_int(g.ldc, "ldc"), batch = checked_int(g.batch, "batch");
+  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  const T* a = static_cast<const T*>(g.a);
+  const T* b = static_cast<const T*>(g.b);
+  T* c = static_cast<T*>(g.c);
+  const cublasOperation_t op_a = op_of(g.trans_a), op_b = op_of(g.trans_b);
+  if constexpr (std::is_same_v<T, float>) {
+    if (batch == 1) {
+      KILN_CUBLAS_CHECK(
+          cublasSgemm(handle, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
+    } else {
+      KILN_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, op_b, op_a, n, m, k, &alpha, b, ldb,
+                                                  g.stride_b, a, lda, g.stride_a, &beta, c, ldc,
+                                                  g.stride_c, batch));
+    }
+  } else {
+    if (batch == 1) {
+      KILN_CUBLAS_CHECK(
+          cublasDgemm(handle, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
+    } else {
+      KILN_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, op_b, op_a, n, m, k, &alpha, b, ldb,
+                                                  g.stride_b, a, lda, g.stride_a, &beta, c, ldc,
+                                                  g.stride_c, batch));
+    }
+  }
+}
+
+}  // namespace
+
+void CudaBackend::gemm(const GemmArgs& args) {
+  if (args.batch == 0 || args.m == 0 || args.n == 0) return;
+  if (args.k == 0) {
+    // op(A) op(B) is zero: C = beta * C. cuBLAS would reject the leading dims of empty A and B.
+    const TensorArg c{
+        args.c, args.dtype, {args.batch, args.m, args.n}, {args.stride_c, args.ldc, 1}};
+    if (args.beta == 0.0) {
+      fill(c, 0.0);
+    } else {
+      unary(UnaryOp::mul_scalar, c, c, args.beta);
+    }
+    return;
+  }
+  activate();
+  dispatch_floating(args.dtype, [&](auto tag) { gemm_typed<decltype(tag)>(cublas_, args); });
+}
+
+}  // namespace kiln

@@ -1,0 +1,158 @@
+// Row gather (embedding lookup), its deterministic scatter-add backward, and the id check.
+//
+// scatter_add_rows without atomics: the (id, position) pairs are sorted by id with CUB's radix
+// sort, which is stable, so each id's positions stay in increasing order. Each run of equal ids
+// (a segment) then belongs to one block, which adds the segment's gradient rows to its table row
+// column by column in position order, the order of the CPU backend: the same bits on both.
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "core/cuda/block_reduce.cuh"
+#include "core/cuda/cuda_backend.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
+#include "core/cuda/scratch.h"
+
+namespace kiln {
+
+namespace gpu {
+namespace {
+
+constexpr std::int64_t kNoInvalidId = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kIdCheckBlocks = 1024;  // fixed, so partial[b] always covers the same ids
+
+// partial[block] = the smallest i with ids[i] outside [0, limit), or kNoInvalidId.
+__global__ void __launch_bounds__(kThreads)
+    first_invalid_partial(const std::int64_t* ids, std::int64_t n, std::int64_t limit,
+                          std::int64_t* partial) {
+  __shared__ std::int64_t shared[kWarp];
+  std::int64_t first = kNoInvalidId;
+  for (std::int64_t i = thread_index(); i < n; i += thread_count()) {
+    if (ids[i] < 0 || ids[i] >= limit) {
+      first = i;  // this thread's later ids have larger indices
+      break;
+    }
+  }
+  first = block_reduce(first, MinOp{}, kNoInvalidId, shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = first;
+}
+
+// *result = the smallest of partial (count values), one block.
+__global__ void __launch_bounds__(kThreads)
+    first_invalid_final(const std::int64_t* partial, std::int64_t count, std::int64_t* result) {
+  __shared__ std::int64_t shared[kWarp];
+  std::int64_t first = kNoInvalidId;
+  for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) first = MinOp{}(first, partial[i]);
+  first = block_reduce(first, MinOp{}, kNoInvalidId, shared);
+  if (threadIdx.x == 0) *result = first;
+}
+
+// out[i, :] = table[ids[i], :], one block per row; Word is an unsigned type of the dtype's size.
+template <typename Word>
+__global__ void __launch_bounds__(kThreads)
+    gather_rows_kernel(const Word* table, std::int64_t cols, const std::int64_t* ids,
+                       std::int64_t n, Word* out) {
+  for (std::int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const Word* src = table + ids[i] * cols;
+    Word* dst = out + i * cols;
+    for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) dst[j] = src[j];
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) iota_kernel(std::int32_t* out, std::int64_t n) {
+  for (std::int64_t i = thread_index(); i < n; i += thread_count())
+    out[i] = static_cast<std::int32_t>(i);
+}
+
+// For each segment of equal sorted ids, one block: table_grad[id, :] += grad[position, :] for the
+// segment's positions in order. A block whose first entry continues a segment does nothing.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    add_segments(const T* grad, const std::uint64_t* sorted_ids, const std::int32_t* positions,
+                 std::int64_t n, std::int64_t cols, T* table_grad) {
+  for (std::int64_t start = blockIdx.x; start < n; start += gridDim.x) {
+    const std::uint64_t id = sorted_ids[start];
+    if (start > 0 && sorted_ids[start - 1] == id) continue;
+    T* row = table_grad + static_cast<std::int64_t>(id) * cols;
+    for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      T acc = row[j];
+      for (std::int64_t p = start; p < n && sorted_ids[p] == id; ++p)
+        acc += grad[static_cast<std::int64_t>(positions[p]) * cols + j];
+      row[j] = acc;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpu
+
+std::int64_t CudaBackend::find_invalid_id(const std::int64_t* ids, std::int64_t n,
+                                          std::int64_t limit) {
+  if (n == 0) return -1;
+  activate();
+  const unsigned blocks = gpu::blocks_for(std::min(n, gpu::kIdCheckBlocks * gpu::kThreads));
+  Scratch<std::int64_t> partial(*allocator_, blocks + 1);
+  std::int64_t* result = partial.get() + blocks;
+  gpu::first_invalid_partial<<<blocks, gpu::kThreads, 0, stream_>>>(ids, n, limit, partial.get());
+  KILN_CUDA_CHECK_LAUNCH();
+  gpu::first_invalid_final<<<1, gpu::kThreads, 0, stream_>>>(partial.get(), blocks, result);
+  KILN_CUDA_CHECK_LAUNCH();
+  std::int64_t first = gpu::kNoInvalidId;
+  copy_to_host(&first, result, sizeof first);
+  return first == gpu::kNoInvalidId ? -1 : first;
+}
+
+void CudaBackend::gather_rows(DType dtype, const void* table, std::int64_t cols,
+                              const std::int64_t* ids, std::int64_t n, void* out) {
+  if (n == 0 || cols == 0) return;
+  activate();
+  const unsigned grid = gpu::blocks_for(n, 1);
+  if (dtype_size(dtype) == 4) {
+    gpu::gather_rows_kernel<<<grid, gpu::kThreads, 0, stream_>>>(
+        static_cast<const std::uint32_t*>(table), cols, ids, n, static_cast<std::uint32_t*>(out));
+  } else {
+    gpu::gather_rows_kernel<<<grid, gpu::kThreads, 0, stream_>>>(
+        static_cast<const std::uint64_t*>(table), cols, ids, n, static_cast<std::uint64_t*>(out));
+  }
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::scatter_add_rows(DType dtype, const void* grad, const std::int64_t* ids,
+                                   std::int64_t n, std::int64_t cols, void* table_grad,
+                                   std::int64_t table_rows) {
+  if (n == 0 || cols == 0) return;
+  if (n > std::numeric_limits<std::int32_t>::max())
+    gpu::throw_error("scatter_add_rows: " + std::to_string(n) +
+                     " ids exceed the CUDA backend's limit of 2^31 - 1");
+  activate();
+  // Ids are valid (the op checked them), so they sort as unsigned keys of just enough bits.
+  const int end_bit = static_cast<int>(
+      std::bit_width(static_cast<std::uint64_t>(std::max<std::int64_t>(table_rows - 1, 1))));
+  const auto* keys_in = reinterpret_cast<const std::uint64_t*>(ids);
+  Scratch<std::uint64_t> sorted_ids(*allocator_, n);
+  Scratch<std::int32_t> positions(*allocator_, n), sorted_positions(*allocator_, n);
+  gpu::iota_kernel<<<gpu::blocks_for(n), gpu::kThreads, 0, stream_>>>(positions.get(), n);
+  KILN_CUDA_CHECK_LAUNCH();
+  std::size_t temp_bytes = 0;
+  KILN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in, sorted_ids.get(),
+                                                  positions.get(), sorted_positions.get(),
+                                                  static_cast<int>(n), 0, end_bit, stream_));
+  // At least one byte: a null buffer would make the second call another size query.
+  Scratch<unsigned char> temp(*allocator_, std::max<std::int64_t>(temp_bytes, 1));
+  KILN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys_in, sorted_ids.get(),
+                                                  positions.get(), sorted_positions.get(),
+                                                  static_cast<int>(n), 0, end_bit, stream_));
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    gpu::add_segments<<<gpu::blocks_for(n, 1), gpu::kThreads, 0, stream_>>>(
+        static_cast<const T*>(grad), sorted_ids.get(), sorted_positions.get(), n, cols,
+        static_cast<T*>(table_grad));
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace kiln

@@ -1,0 +1,381 @@
+// Fused row kernels on CUDA: softmax (optionally causal, optionally log), layer norm and
+// cross-entropy, forward and backward, with the semantics of core/cpu/rows.cpp. Each row is owned
+// by one group of threads: a warp when rows have at most kWarpRowMax columns (eight rows per
+// block), else the whole block. Row statistics accumulate in float64 and are combined with the
+// fixed-order reductions of block_reduce.cuh. dgamma/dbeta are summed per fixed block of rows,
+// then the blocks in order by a second kernel: deterministic, no atomics.
+#include <cstdint>
+#include <type_traits>
+
+#include <cuda/std/limits>
+
+#include "core/cuda/block_reduce.cuh"
+#include "core/cuda/cuda_backend.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
+#include "core/cuda/scratch.h"
+#include "core/elementwise_math.h"
+
+namespace kiln {
+
+namespace gpu {
+namespace {
+
+constexpr std::int64_t kWarpRowMax = 1024;  // rows up to this long: a warp each
+constexpr std::int64_t kNormRowBlock = 64;  // rows per partial sum of dgamma/dbeta
+
+// The threads that share one row: a warp (kGroup == 32) or the whole block (kGroup == kThreads).
+// The row loop is uniform over the group, as the group's reductions require.
+template <int kGroup>
+struct RowGroup {
+  static constexpr int kRowsPerBlock = kThreads / kGroup;
+  __device__ static int lane() { return threadIdx.x % kGroup; }
+  __device__ static std::int64_t first_row() {
+    return static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kGroup;
+  }
+  __device__ static std::int64_t row_step() {
+    return static_cast<std::int64_t>(gridDim.x) * kRowsPerBlock;
+  }
+  template <typename T, typename Op>
+  __device__ static T reduce(T v, Op op, T identity, T* shared) {
+    if constexpr (kGroup == kWarp) {
+      return warp_reduce(v, op);
+    } else {
+      return block_reduce(v, op, identity, shared);
+    }
+  }
+};
+
+// Calls launch(group, grid) with the row group for rows of `cols` columns and its grid.
+template <typename Launch>
+void launch_rows(std::int64_t rows, std::int64_t cols, Launch&& launch) {
+  if (rows == 0) return;
+  if (cols <= kWarpRowMax) {
+    launch(std::integral_constant<int, kWarp>{}, blocks_for(rows, kThreads / kWarp));
+  } else {
+    launch(std::integral_constant<int, kThreads>{}, blocks_for(rows, 1));
+  }
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+__device__ T infinity() {
+  return ::cuda::std::numeric_limits<T>::infinity();
+}
+
+// The number of leading columns row r may see (all of them unless causal).
+__device__ std::int64_t visible_cols(const SoftmaxArgs& a, std::int64_t row) {
+  if (!a.causal) return a.cols;
+  const std::int64_t n = row % a.query_len + a.query_offset + 1;
+  return n < 0 ? 0 : (n > a.cols ? a.cols : n);
+}
+
+// y = softmax(x) (or log_softmax) over the visible columns; 0 (or -inf) beyond them.
+template <typename T, int kGroup>
+__global__ void __launch_bounds__(kThreads)
+    softmax_forward_kernel(SoftmaxArgs a, const T* x, T* y) {
+  using G = RowGroup<kGroup>;
+  __shared__ T shared_max[kWarp];
+  __shared__ double shared_sum[kWarp];
+  for (std::int64_t r = G::first_row(); r < a.rows; r += G::row_step()) {
+    const T* xr = x + r * a.cols;
+    T* yr = y + r * a.cols;
+    const std::int64_t n = visible_cols(a, r);
+    T m = -infinity<T>();
+    for (std::int64_t j = G::lane(); j < n; j += kGroup) m = MaxOp{}(m, xr[j]);
+    m = G::reduce(m, MaxOp{}, -infinity<T>(), shared_max);
+    double s = 0.0;
+    for (std::int64_t j = G::lane(); j < n; j += kGroup) s += math::exp(xr[j] - m);
+    s = G::reduce(s, SumOp{}, 0.0, shared_sum);
+    if (a.log) {
+      const T lse = m + static_cast<T>(::log(s));
+      for (std::int64_t j = G::lane(); j < n; j += kGroup) yr[j] = xr[j] - lse;
+      for (std::int64_t j = n + G::lane(); j < a.cols; j += kGroup) yr[j] = -infinity<T>();
+    } else {
+      const T inv = static_cast<T>(1.0 / s);
+      for (std::int64_t j = G::lane(); j < n; j += kGroup) yr[j] = math::exp(xr[j] - m) * inv;
+      for (std::int64_t j = n + G::lane(); j < a.cols; j += kGroup) yr[j] = T(0);
+    }
+  }
+}
+
+// softmax: dx = y * (dy - sum(dy * y)); log_softmax: dx = dy - exp(y) * sum(dy); 0 beyond the
+// visible columns.
+template <typename T, int kGroup>
+__global__ void __launch_bounds__(kThreads)
+    softmax_backward_kernel(SoftmaxArgs a, const T* y, const T* dy, T* dx) {
+  using G = RowGroup<kGroup>;
+  __shared__ double shared_sum[kWarp];
+  for (std::int64_t r = G::first_row(); r < a.rows; r += G::row_step()) {
+    const T* yr = y + r * a.cols;
+    const T* gr = dy + r * a.cols;
+    T* out = dx + r * a.cols;
+    const std::int64_t n = visible_cols(a, r);
+    double acc = 0.0;
+    for (std::int64_t j = G::lane(); j < n; j += kGroup)
+      acc += a.log ? static_cast<double>(gr[j]) : static_cast<double>(gr[j]) * yr[j];
+    const T s = static_cast<T>(G::reduce(acc, SumOp{}, 0.0, shared_sum));
+    for (std::int64_t j = G::lane(); j < n; j += kGroup)
+      out[j] = a.log ? gr[j] - math::exp(yr[j]) * s : yr[j] * (gr[j] - s);
+    for (std::int64_t j = n + G::lane(); j < a.cols; j += kGroup) out[j] = T(0);
+  }
+}
+
+// y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps) (biased variance).
+template <typename T, int kGroup>
+__global__ void __launch_bounds__(kThreads)
+    layer_norm_forward_kernel(std::int64_t rows, std::int64_t cols, double eps, const T* x,
+                              const T* gamma, const T* beta, T* y, T* mean, T* rstd) {
+  using G = RowGroup<kGroup>;
+  __shared__ double shared_sum[kWarp];
+  for (std::int64_t r = G::first_row(); r < rows; r += G::row_step()) {
+    const T* xr = x + r * cols;
+    double sum = 0.0;
+    for (std::int64_t j = G::lane(); j < cols; j += kGroup) sum += xr[j];
+    const double mu = G::reduce(sum, SumOp{}, 0.0, shared_sum) / static_cast<double>(cols);
+    double sq = 0.0;
+    for (std::int64_t j = G::lane(); j < cols; j += kGroup) {
+      const double d = xr[j] - mu;
+      sq += d * d;
+    }
+    sq = G::reduce(sq, SumOp{}, 0.0, shared_sum);
+    const double inv = 1.0 / ::sqrt(sq / static_cast<double>(cols) + eps);
+    const T m = static_cast<T>(mu), s = static_cast<T>(inv);
+    T* yr = y + r * cols;
+    for (std::int64_t j = G::lane(); j < cols; j += kGroup)
+      yr[j] = (xr[j] - m) * s * gamma[j] + beta[j];
+    if (G::lane() == 0) {
+      mean[r] = m;
+      rstd[r] = s;
+    }
+  }
+}
+
+// With xhat = (x - mean) * rstd and g = dy * gamma: dx = rstd * (g - mean(g) - xhat * mean(g
+// xhat)).
+template <typename T, int kGroup>
+__global__ void __launch_bounds__(kThreads)
+    layer_norm_backward_kernel(std::int64_t rows, std::int64_t cols, const T* x, const T* gamma,
+                               const T* mean, const T* rstd, const T* dy, T* dx) {
+  using G = RowGroup<kGroup>;
+  __shared__ double shared_sum[kWarp];
+  for (std::int64_t r = G::first_row(); r < rows; r += G::row_step()) {
+    const T* xr = x + r * cols;
+    const T* gr = dy + r * cols;
+    const T m = mean[r], s = rstd[r];
+    double sum_g = 0.0, sum_gx = 0.0;
+    for (std::int64_t j = G::lane(); j < cols; j += kGroup) {
+      const double g = static_cast<double>(gr[j]) * gamma[j];
+      sum_g += g;
+      sum_gx += g * ((xr[j] - m) * s);
+    }
+    sum_g = G::reduce(sum_g, SumOp{}, 0.0, shared_sum);
+    sum_gx = G::reduce(sum_gx, SumOp{}, 0.0, shared_sum);
+    const T mean_g = static_cast<T>(sum_g / cols), mean_gx = static_cast<T>(sum_gx / cols);
+    T* out = dx + r * cols;
+    for (std::int64_t j = G::lane(); j < cols; j += kGroup) {
+      const T xhat = (xr[j] - m) * s;
+      out[j] = s * (gr[j] * gamma[j] - mean_g - xhat * mean_gx);
+    }
+  }
+}
+
+// partial_gamma/partial_beta (blocks, cols): sums of dy * xhat and dy over each block of
+// kNormRowBlock rows, one thread per (block, column), rows in order.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    layer_norm_param_partials(std::int64_t rows, std::int64_t cols, const T* x, const T* mean,
+                              const T* rstd, const T* dy, double* partial_gamma,
+                              double* partial_beta) {
+  const std::int64_t blocks = (rows + kNormRowBlock - 1) / kNormRowBlock;
+  for (std::int64_t t = thread_index(); t < blocks * cols; t += thread_count()) {
+    const std::int64_t j = t % cols, b = t / cols;
+    const std::int64_t end = (b + 1) * kNormRowBlock < rows ? (b + 1) * kNormRowBlock : rows;
+    double g = 0.0, be = 0.0;
+    for (std::int64_t r = b * kNormRowBlock; r < end; ++r) {
+      const T grad = dy[r * cols + j];
+      g += static_cast<double>(grad) * ((x[r * cols + j] - mean[r]) * rstd[r]);
+      be += grad;
+    }
+    partial_gamma[t] = g;
+    partial_beta[t] = be;
+  }
+}
+
+// dgamma/dbeta (cols) = the partials (blocks, cols) summed over blocks in order.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    layer_norm_param_sums(std::int64_t blocks, std::int64_t cols, const double* partial_gamma,
+                          const double* partial_beta, T* dgamma, T* dbeta) {
+  for (std::int64_t j = thread_index(); j < cols; j += thread_count()) {
+    double g = 0.0, be = 0.0;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      g += partial_gamma[b * cols + j];
+      be += partial_beta[b * cols + j];
+    }
+    dgamma[j] = static_cast<T>(g);
+    dbeta[j] = static_cast<T>(be);
+  }
+}
+
+// loss = logsumexp(x) - x[target] (0 where target == ignore_index); logsumexp saved.
+template <typename T, int kGroup>
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_forward_kernel(std::int64_t rows, std::int64_t cols, const T* logits,
+                                 const std::int64_t* targets, std::int64_t ignore_index, T* loss,
+                                 T* logsumexp) {
+  using G = RowGroup<kGroup>;
+  __shared__ T shared_max[kWarp];
+  __shared__ double shared_sum[kWarp];
+  for (std::int64_t r = G::first_row(); r < rows; r += G::row_step()) {
+    const T* xr = logits + r * cols;
+    T m = -infinity<T>();
+    for (std::int64_t j = G::lane(); j < cols; j += kGroup) m = MaxOp{}(m, xr[j]);
+    m = G::reduce(m, MaxOp{}, -infinity<T>(), shared_max);
+    double s = 0.0;
+    for (std::int64_t j = G::lane(); j < cols; j += kGroup) s += math::exp(xr[j] - m);
+    s = G::reduce(s, SumOp{}, 0.0, shared_sum);
+    if (G::lane() == 0) {
+      const T lse = m + static_cast<T>(::log(s));
+      const std::int64_t target = targets[r];
+      logsumexp[r] = lse;
+      loss[r] = target == ignore_index ? T(0) : lse - xr[target];
+    }
+  }
+}
+
+// dlogits = (softmax(logits) - onehot(target)) * grad_loss * scale; 0 on ignored rows. The
+// upstream gradient is read on the device, so the host never waits for it.
+template <typename T, int kGroup>
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_backward_kernel(std::int64_t rows, std::int64_t cols, const T* logits,
+                                  const std::int64_t* targets, std::int64_t ignore_index,
+                                  const T* logsumexp, const T* grad_loss, double scale,
+                                  T* dlogits) {
+  using G = RowGroup<kGroup>;
+  const T grad_scale = static_cast<T>(static_cast<double>(*grad_loss) * scale);
+  for (std::int64_t r = G::first_row(); r < rows; r += G::row_step()) {
+    const T* xr = logits + r * cols;
+    T* out = dlogits + r * cols;
+    const std::int64_t target = targets[r];
+    if (target == ignore_index) {
+      for (std::int64_t j = G::lane(); j < cols; j += kGroup) out[j] = T(0);
+      continue;
+    }
+    const T lse = logsumexp[r];
+    for (std::int64_t j = G::lane(); j < cols; j += kGroup) {
+      const T v = math::exp(xr[j] - lse) * grad_scale;
+      out[j] = j == target ? v - grad_scale : v;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpu
+
+using gpu::launch_rows;
+
+void CudaBackend::softmax_forward(const SoftmaxArgs& args, const void* x, void* y) {
+  activate();
+  dispatch_floating(args.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    launch_rows(args.rows, args.cols, [&](auto group, unsigned grid) {
+      gpu::softmax_forward_kernel<T, decltype(group)::value>
+          <<<grid, gpu::kThreads, 0, stream_>>>(args, static_cast<const T*>(x), static_cast<T*>(y));
+    });
+  });
+}
+
+void CudaBackend::softmax_backward(const SoftmaxArgs& args, const void* y, const void* dy,
+                                   void* dx) {
+  activate();
+  dispatch_floating(args.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    launch_rows(args.rows, args.cols, [&](auto group, unsigned grid) {
+      gpu::softmax_backward_kernel<T, decltype(group)::value><<<grid, gpu::kThreads, 0, stream_>>>(
+          args, static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx));
+    });
+  });
+}
+
+void CudaBackend::layer_norm_forward(DType dtype, std::int64_t rows, std::int64_t cols, double eps,
+                                     const void* x, const void* gamma, const void* beta, void* y,
+                                     void* mean, void* rstd) {
+  activate();
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    launch_rows(rows, cols, [&](auto group, unsigned grid) {
+      gpu::layer_norm_forward_kernel<T, decltype(group)::value>
+          <<<grid, gpu::kThreads, 0, stream_>>>(rows, cols, eps, static_cast<const T*>(x),
+                                                static_cast<const T*>(gamma),
+                                                static_cast<const T*>(beta), static_cast<T*>(y),
+                                                static_cast<T*>(mean), static_cast<T*>(rstd));
+    });
+  });
+}
+
+void CudaBackend::layer_norm_backward(DType dtype, std::int64_t rows, std::int64_t cols,
+                                      const void* x, const void* gamma, const void* mean,
+                                      const void* rstd, const void* dy, void* dx, void* dgamma,
+                                      void* dbeta) {
+  if (cols == 0) return;
+  activate();
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xs = static_cast<const T*>(x);
+    const T* ms = static_cast<const T*>(mean);
+    const T* ss = static_cast<const T*>(rstd);
+    const T* gs = static_cast<const T*>(dy);
+    launch_rows(rows, cols, [&](auto group, unsigned grid) {
+      gpu::layer_norm_backward_kernel<T, decltype(group)::value>
+          <<<grid, gpu::kThreads, 0, stream_>>>(rows, cols, xs, static_cast<const T*>(gamma), ms,
+                                                ss, gs, static_cast<T*>(dx));
+    });
+    const std::int64_t blocks = (rows + gpu::kNormRowBlock - 1) / gpu::kNormRowBlock;
+    Scratch<double> partial_gamma(*allocator_, blocks * cols),
+        partial_beta(*allocator_, blocks * cols);
+    if (blocks > 0) {
+      gpu::layer_norm_param_partials<<<gpu::blocks_for(blocks * cols), gpu::kThreads, 0, stream_>>>(
+          rows, cols, xs, ms, ss, gs, partial_gamma.get(), partial_beta.get());
+      KILN_CUDA_CHECK_LAUNCH();
+    }
+    gpu::layer_norm_param_sums<<<gpu::blocks_for(cols), gpu::kThreads, 0, stream_>>>(
+        blocks, cols, partial_gamma.get(), partial_beta.get(), static_cast<T*>(dgamma),
+        static_cast<T*>(dbeta));
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void CudaBackend::cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t cols,
+                                        const void* logits, const std::int64_t* targets,
+                                        std::int64_t ignore_index, void* loss, void* logsumexp) {
+  activate();
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    launch_rows(rows, cols, [&](auto group, unsigned grid) {
+      gpu::cross_entropy_forward_kernel<T, decltype(group)::value>
+          <<<grid, gpu::kThreads, 0, stream_>>>(rows, cols, static_cast<const T*>(logits), targets,
+                                                ignore_index, static_cast<T*>(loss),
+                                                static_cast<T*>(logsumexp));
+    });
+  });
+}
+
+void CudaBackend::cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t cols,
+                                         const void* logits, const std::int64_t* targets,
+                                         std::int64_t ignore_index, const void* logsumexp,
+                                         const void* grad_loss, double scale, void* dlogits) {
+  activate();
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    launch_rows(rows, cols, [&](auto group, unsigned grid) {
+      gpu::cross_entropy_backward_kernel<T, decltype(group)::value>
+          <<<grid, gpu::kThreads, 0, stream_>>>(rows, cols, static_cast<const T*>(logits), targets,
+                                                ignore_index, static_cast<const T*>(logsumexp),
+                                                static_cast<const T*>(grad_loss), scale,
+                                                static_cast<T*>(dlogits));
+    });
+  });
+}
+
+}  // namespace kiln

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Prepares a GPU run, on this machine: the GPU machine has neither a network nor the Debian -dev
+# packages kiln builds against, and ../shared does not travel there. Downloads those packages
+# (apt-get download, no install) and unpacks them into .device/ (ignored by git), and copies
+# WikiText-2 and the PyTorch reference trainer from ../shared beside them. Carry .device to the
+# GPU machine and run scripts/gpu_check.sh there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+device=.device
+shared=../shared
+packages=(libeigen3-dev libfmt-dev libfmt9 catch2 nlohmann-json3-dev libcli11-dev)
+
+for needed in "$shared/data/wikitext-2/train.txt" "$shared/bench/torch_ref.py"; do
+  [ -e "$needed" ] || { echo "prepare_device: $needed is missing (run from a checkout beside ../shared)" >&2; exit 1; }
+done
+
+rm -rf "$device"
+mkdir -p "$device/debs"
+echo "prepare_device: downloading ${packages[*]}"
+# As root, apt would warn that its sandbox user cannot write here; the download is the same.
+sandbox=()
+[ "$(id -u)" -eq 0 ] && sandbox=(-o APT::Sandbox::User=root)
+if ! (cd "$device/debs" && apt-get download -qq "${sandbox[@]}" "${packages[@]}"); then
+  echo "prepare_device: refreshing the package lists and trying again"
+  apt-get update -qq
+  (cd "$device/debs" && apt-get download -qq "${sandbox[@]}" "${packages[@]}")
+fi
+for deb in "$device"/debs/*.deb; do dpkg -x "$deb" "$device"; done
+# Only headers, libraries and CMake files travel: the .deb files and documentation stay here.
+rm -rf "$device/debs" "$device/usr/share/doc" "$device/usr/share/man"
+# Symbolic links may not survive the trip (libfmt.so.9 -> libfmt.so.9.1.0): copy their targets.
+find "$device" -type l | while read -r link; do
+  target=$(readlink -f "$link")
+  rm "$link"
+  cp "$target" "$link"
+done
+
+cp -r "$shared/data/wikitext-2" "$device/wikitext-2"
+cp "$shared/bench/torch_ref.py" "$device/torch_ref.py"
+echo "prepare_device: $(du -sh "$device" | cut -f1) in $device:"
+ls "$device" "$device/usr/lib/x86_64-linux-gnu" 2>/dev/null | sed 's/^/  /'
