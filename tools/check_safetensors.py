@@ -94,7 +94,9 @@ def check_tiling(entries, data_size):
         raise Invalid(f"{data_size - covered} trailing bytes after the last tensor")
 
 
-def check(path):
+def read(path):
+    """Checks the file and returns (metadata, tensors): {name: numpy array} in data order, and a
+    line describing the checksum. Raises Invalid or OSError."""
     with open(path, "rb") as f:
         data = f.read()
     if len(data) < 8:
@@ -138,13 +140,20 @@ def check(path):
             raise Invalid(f"checksum mismatch: the header says {expected}, the data gives {actual}")
         checksum = f"checksum {actual} verified"
 
-    elements = 0
+    tensors = {}
     for begin, end, name, dtype, shape in entries:
-        values = np.frombuffer(buffer[begin:end], dtype=DTYPES[dtype][0]).reshape(shape)
-        elements += values.size
-        print(f"{name} {dtype} {list(shape)}")
+        tensors[name] = np.frombuffer(buffer[begin:end], dtype=DTYPES[dtype][0]).reshape(shape)
+    return metadata, tensors, checksum, len(buffer)
+
+
+def check(path):
+    metadata, tensors, checksum, data_bytes = read(path)
+    for name, values in tensors.items():
+        dtype = next(k for k, (code, _) in DTYPES.items() if np.dtype(code) == values.dtype)
+        print(f"{name} {dtype} {list(values.shape)}")
+    elements = sum(values.size for values in tensors.values())
     print(f"metadata: {', '.join(sorted(metadata)) or '(none)'}")
-    print(f"OK {path}: {len(entries)} tensors, {elements} elements, {len(buffer)} data bytes, "
+    print(f"OK {path}: {len(tensors)} tensors, {elements} elements, {data_bytes} data bytes, "
           f"{checksum}")
 
 
