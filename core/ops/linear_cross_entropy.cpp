@@ -44,20 +44,33 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   const std::int64_t counted = count_targets("linear_cross_entropy", ids, classes, ignore_index);
 
   const Tensor input = x.contiguous().detach(), w = weight.contiguous().detach();
-  Tensor logits = empty({rows, classes}, {x.dtype(), x.device()});  // becomes G with a gradient
-  gemm_into(logits, input, false, w, true, 1.0);                    // X W^T
   Tensor row_loss = empty({rows}, {x.dtype(), x.device()});
   Tensor logsumexp = empty({rows}, {x.dtype(), x.device()});
   Backend& backend = backend_of(x);
   const auto* target_ids = static_cast<const std::int64_t*>(ids.raw_data());
+  const std::size_t element = dtype_size(x.dtype());
   const bool gradient = any_requires_grad({x, weight});
+  Tensor logits;  // (N, V), becomes G; kept for backward
   if (gradient) {
+    logits = empty({rows, classes}, {x.dtype(), x.device()});
+    gemm_into(logits, input, false, w, true, 1.0);  // X W^T
     backend.cross_entropy_forward_with_grad(x.dtype(), rows, classes, logits.raw_data(),
                                             target_ids, ignore_index, row_loss.raw_data(),
                                             logsumexp.raw_data());
   } else {
-    backend.cross_entropy_forward(x.dtype(), rows, classes, logits.raw_data(), target_ids,
-                                  ignore_index, row_loss.raw_data(), logsumexp.raw_data());
+    // Without a gradient the logits are only read once more: compute them a block of rows at a
+    // time into one buffer that stays in cache, instead of an (N, V) tensor.
+    constexpr std::int64_t kRowBlock = 256;
+    Tensor block = empty({std::min(rows, kRowBlock), classes}, {x.dtype(), x.device()});
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+      const std::int64_t n = std::min(kRowBlock, rows - r0);
+      const Tensor block_logits = block.narrow(0, 0, n);
+      gemm_into(block_logits, input.narrow(0, r0, n), false, w, true, 1.0);
+      backend.cross_entropy_forward(x.dtype(), n, classes, block_logits.raw_data(),
+                                    target_ids + r0, ignore_index,
+                                    static_cast<char*>(row_loss.raw_data()) + r0 * element,
+                                    static_cast<char*>(logsumexp.raw_data()) + r0 * element);
+    }
   }
   Tensor total = empty({}, {x.dtype(), x.device()});
   backend.sum(x.dtype(), row_loss.raw_data(), total.raw_data(), 1, rows, 1);

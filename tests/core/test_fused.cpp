@@ -177,3 +177,17 @@ TEST_CASE("linear equals matmul(x, W^T) + b, with and without bias", "[fused]") 
                         [](const auto& in) { return matmul(in[0], in[1].t()); }, {x, weight},
                         {true, true});
 }
+
+TEST_CASE("linear_cross_entropy without a gradient gives the same loss, block by block",
+          "[fused]") {
+  Generator gen(10);
+  const Tensor x = u({600, 8}, gen), weight = u({50, 8}, gen);  // 600 rows: three blocks
+  std::vector<std::int64_t> ids(600);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = i % 7 == 0 ? -100 : (i * 13) % 50;
+  const Tensor targets = from_vector(ids, {600});
+  const Tensor with_grad = linear_cross_entropy(x.detach().requires_grad_(), weight, targets);
+  NoGradGuard no_grad;
+  const Tensor without = linear_cross_entropy(x, weight, targets);
+  REQUIRE_NEAR(without, with_grad.detach(), 1e-12, 0);
+  REQUIRE_NEAR(without, cross_entropy(matmul(x, weight.t()), targets), 1e-12, 0);
+}
