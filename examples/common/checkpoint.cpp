@@ -1,5 +1,7 @@
 #include "examples/common/checkpoint.h"
 
+#include <filesystem>
+
 #include "core/utf8.h"
 
 namespace kiln {
@@ -61,6 +63,11 @@ void write_checkpoint(const std::string& path, const nn::TransformerLM& model,
   for (const auto& [name, tensor] : optimizer_state)
     tensors.emplace_back(std::string(kOptimizerPrefix) + name, tensor);
   save_safetensors(path, tensors, metadata);
+}
+
+std::string best_checkpoint_path(const std::string& path) {
+  const std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + ".best" + p.extension().string())).string();
 }
 
 }  // namespace kiln

@@ -47,4 +47,8 @@ void write_checkpoint(const std::string& path, const nn::TransformerLM& model,
                       const Vocabulary& vocabulary, const NamedTensors& optimizer_state,
                       Metadata metadata);
 
+// Where the best-by-validation weights of a run saved to path go: path with ".best" before the
+// extension (runs/lm.safetensors → runs/lm.best.safetensors; runs/lm → runs/lm.best).
+std::string best_checkpoint_path(const std::string& path);
+
 }  // namespace kiln

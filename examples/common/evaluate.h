@@ -1,0 +1,47 @@
+// Perplexity of a language model on a token stream: the one function behind train_lm's validation
+// and final lines and eval_ppl, so that their numbers agree bit for bit.
+//
+// The headline protocol (stride = T, the default) is ../shared/bench/torch_ref.py's evaluate: the
+// stream in B columns (data/batches.h's layout: column b holds tokens [b·R, (b+1)·R)),
+// non-overlapping windows of T rows, every target token counted, the loss summed over all targets
+// and divided by their number. A stride S < T slides the window by S rows instead: each window
+// has up to T rows of input and scores only its last S targets (the first window scores all of
+// its own), so every target is still scored exactly once, with more left context.
+//
+//   EvalResult r = evaluate(model, corpus.valid().ids, {.batch_size = 10, .seq_len = 64});
+//   fmt::print("valid ppl {}\n", format_ppl(r.loss));
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nn/transformer_lm.h"
+
+namespace kiln {
+
+struct EvalOptions {
+  std::int64_t batch_size = 10;  // B
+  std::int64_t seq_len = 0;      // T, the training window length
+  std::int64_t stride = 0;       // S in [1, T]; 0 means T (non-overlapping windows)
+  // Polled between windows; returning true abandons the evaluation (a signal asked to stop).
+  std::function<bool()> cancelled;
+};
+
+struct EvalResult {
+  double loss = 0.0;        // nats per target token
+  std::int64_t tokens = 0;  // targets scored: B·(R − 1)
+  double seconds = 0.0;
+  bool complete = true;  // false when cancelled (loss and tokens are then partial)
+};
+
+// Runs the model (in eval mode, without autograd; its mode is restored) over tokens on the
+// model's device. Needs at least 2·B tokens.
+EvalResult evaluate(nn::TransformerLM& model, const std::vector<std::int64_t>& tokens,
+                    const EvalOptions& options);
+
+// exp(loss) as "{:.2f}": fixed notation, never an exponent.
+std::string format_ppl(double loss);
+
+}  // namespace kiln

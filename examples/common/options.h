@@ -1,0 +1,110 @@
+// TrainOptions: every setting of train_lm with its default, in one place (the defaults are
+// ../shared/bench/torch_ref.py's recipe, tuned here when the 15-minute CPU budget asks for it),
+// and the command-line flags that set them (CLI11).
+//
+//   CLI::App app{"train_lm"};
+//   TrainOptions options;
+//   add_train_flags(app, options);
+//   app.parse(argc, argv);
+//   check_options(options);                   // kiln::Error naming the first bad flag
+//
+// Each saved setting (model, data layout, optimizer, schedule) goes into a checkpoint as one JSON
+// object, keyed by its flag's name ("d_model" for --d-model). A resumed run takes every saved
+// setting whose flag is not on its command line from the checkpoint; one that is given must agree
+// for the model and data-layout flags (an error naming the flag) and overrides the saved value for
+// the others (with a note, since the run then differs from an uninterrupted one).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nn/config.h"
+
+namespace CLI {
+class App;
+}
+
+namespace kiln {
+
+struct TrainOptions {
+  // ---- Run control: never saved; each run takes them from its own command line.
+  std::string data;  // "" → $KILN_DATA, else data/wikitext-2
+  std::int64_t steps = 0;
+  std::int64_t epochs = 0;
+  double time_budget = 900.0;    // seconds of training and periodic validation
+  std::int64_t decay_steps = 0;  // 0: epochs × steps per epoch, else steps (saved on its own)
+  std::int64_t log_every = 10;
+  std::int64_t save_every = 0;
+  std::string save, resume, metrics;
+  std::string device = "cpu";
+  int threads = 0;  // 0: every core (a resumed run: the checkpoint's count)
+
+  // ---- Model: a resumed run must agree.
+  std::int64_t d_model = 256;
+  std::int64_t heads = 4;
+  std::int64_t kv_heads = 0;  // 0: as many as heads
+  std::int64_t layers = 2;
+  std::int64_t ff = 1024;
+  std::int64_t max_seq_len = 512;
+  double dropout = 0.1;
+  double attn_dropout = 0.0;
+  std::string activation = "relu";
+  std::string pos = "sinusoidal";
+  std::string norm = "post";
+
+  // ---- Data layout and seed: a resumed run must agree (the saved data position and random
+  // streams depend on them).
+  std::int64_t seq_len = 64;
+  std::int64_t batch_size = 32;
+  std::uint64_t seed = 1234;
+  std::string optimizer = "adam";
+  double momentum = 0.0;  // SGD only; 0 keeps no momentum state
+
+  // ---- Training: a resumed run may override them.
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double clip = 1.0;  // global gradient-norm clip; 0: off
+  std::int64_t grad_accum = 1;
+  bool shuffle = false;
+  std::string schedule = "constant";
+  std::int64_t warmup = 0;
+  std::int64_t step_size = 0;  // step schedule: 0 → a third of the decay steps
+  double gamma = 0.1;
+  double min_lr = 0.0;
+  double factor = 4.0;
+  std::int64_t patience = 0;
+  std::int64_t eval_every = 500;
+  std::int64_t eval_batch_size = 10;
+  bool skip_nonfinite = false;
+};
+
+// Registers every flag on app, bound to options' members, with its default in --help.
+void add_train_flags(CLI::App& app, TrainOptions& options);
+
+// Checks every value; a kiln::Error names the first bad flag, e.g. "--heads 3 does not divide
+// --d-model 256".
+void check_options(const TrainOptions& options);
+
+// The model the options describe (vocab from the corpus).
+nn::TransformerConfig model_config(const TrainOptions& options, std::int64_t vocab);
+
+// The saved settings as a JSON object (a checkpoint's "train" entry).
+std::string saved_options_json(const TrainOptions& options);
+
+// Merges a checkpoint's "train" entry into options for a resumed run (see the top of this file);
+// given(flag) says whether a flag was on the command line. Returns a note for each overridden
+// setting; errors name the disagreeing flag and `source` (the checkpoint's path).
+std::vector<std::string> merge_saved_options(TrainOptions& options, std::string_view saved_json,
+                                             const std::function<bool(std::string_view)>& given,
+                                             std::string_view source);
+
+// The training window length T a checkpoint's "train" entry records, or 0 if it has none.
+std::int64_t saved_seq_len(std::string_view saved_json);
+
+}  // namespace kiln

@@ -1,0 +1,164 @@
+#include "examples/common/train_state.h"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/build_info.h"
+
+namespace kiln {
+
+namespace {
+
+using nlohmann::json;
+
+// Doubles travel as strings in round-trip form ("{}"), which also covers inf (a best loss before
+// the first validation) that JSON numbers cannot hold.
+std::string double_text(double x) { return fmt::format("{}", x); }
+
+// Reads a checkpoint entry; errors name the file and the key.
+class Entries {
+ public:
+  explicit Entries(const Checkpoint& ckpt) : ckpt_(ckpt) {}
+
+  const std::string& text(const std::string& key) const {
+    const auto it = ckpt_.metadata.find(key);
+    KILN_CHECK(it != ckpt_.metadata.end(),
+               "checkpoint {}: metadata has no '{}' (not a train_lm training checkpoint?)",
+               ckpt_.path, key);
+    return it->second;
+  }
+  json object(const std::string& key) const {
+    json j = json::parse(text(key), nullptr, false);
+    KILN_CHECK(j.is_object(), "checkpoint {}: metadata '{}' is not a JSON object: {}", ckpt_.path,
+               key, text(key).substr(0, 200));
+    return j;
+  }
+  template <typename T>
+  T integer(const std::string& key) const {
+    return field<T>(json::parse(text(key), nullptr, false), key, "");
+  }
+  template <typename T>
+  T field(const json& j, const std::string& key, const char* name) const {
+    const json& v = *name ? (j.contains(name) ? j[name] : json()) : j;
+    if constexpr (std::is_same_v<T, double>) {
+      if (v.is_string()) {
+        const std::string& s = v.get_ref<const std::string&>();
+        char* end = nullptr;
+        const double x = std::strtod(s.c_str(), &end);
+        if (!s.empty() && *end == '\0') return x;
+      }
+    } else if (v.is_number_integer()) {
+      return v.get<T>();
+    }
+    fail("checkpoint {}: metadata '{}'{}{} is missing or malformed", ckpt_.path, key,
+         *name ? " field " : "", name);
+  }
+
+ private:
+  const Checkpoint& ckpt_;
+};
+
+json curve_json(const std::vector<CurvePoint>& points) {
+  json out = json::array();
+  for (const CurvePoint& p : points) out.push_back({p.step, p.loss});
+  return out;
+}
+
+std::vector<CurvePoint> curve_points(const json& j, const Checkpoint& ckpt) {
+  KILN_CHECK(j.is_array(), "checkpoint {}: metadata 'history' has malformed curve points",
+             ckpt.path);
+  std::vector<CurvePoint> points;
+  for (const json& p : j) {
+    KILN_CHECK(p.is_array() && p.size() == 2 && p[0].is_number_integer() && p[1].is_number(),
+               "checkpoint {}: metadata 'history' has a malformed curve point {}", ckpt.path,
+               p.dump());
+    points.push_back({p[0].get<std::int64_t>(), p[1].get<double>()});
+  }
+  return points;
+}
+
+Metadata provenance(std::int64_t step, int threads, const TrainOptions& options) {
+  return {{"step", std::to_string(step)},
+          {"threads", std::to_string(threads)},
+          {"git", build_info().git},
+          {"train", saved_options_json(options)}};
+}
+
+}  // namespace
+
+void save_training_checkpoint(const std::string& path, const nn::TransformerLM& model,
+                              const Vocabulary& vocabulary, const Optimizer& optimizer,
+                              const TrainState& s, const TrainOptions& options) {
+  Metadata m = provenance(s.step, s.threads, options);
+  m["decay_steps"] = std::to_string(s.decay_steps);
+  m["rng"] = json{{"dropout", {{"seed", s.dropout_seed}, {"offset", s.dropout_offset}}}}.dump();
+  m["data_position"] = json{
+      {"epoch", s.position.epoch},
+      {"index", s.position.index},
+      {"windows", s.windows},
+      {"shuffle_seed",
+       s.shuffle_seed}}.dump();
+  const OptimizerState opt = optimizer.state_dict();
+  m["optimizer"] = json{{"name", optimizer.name()}, {"step", opt.step}}.dump();
+  m["schedule"] = json{{"lr", double_text(s.schedule.lr)},
+                       {"best_loss", double_text(s.schedule.best_loss)},
+                       {"bad_evals", s.schedule.bad_evals}}
+                      .dump();
+  m["history"] = json{{"elapsed_s", double_text(s.elapsed_s)},
+                      {"best_step", s.best_step},
+                      {"train", curve_json(s.curve.train)},
+                      {"valid", curve_json(s.curve.valid)}}
+                     .dump();
+  write_checkpoint(path, model, vocabulary, opt.tensors, std::move(m));
+}
+
+TrainState read_train_state(const Checkpoint& ckpt) {
+  const Entries e(ckpt);
+  TrainState s;
+  s.step = e.integer<std::int64_t>("step");
+  s.decay_steps = e.integer<std::int64_t>("decay_steps");
+  s.threads = e.integer<int>("threads");
+  const json rng = e.object("rng");
+  KILN_CHECK(rng.contains("dropout"), "checkpoint {}: metadata 'rng' has no 'dropout'", ckpt.path);
+  s.dropout_seed = e.field<std::uint64_t>(rng["dropout"], "rng", "seed");
+  s.dropout_offset = e.field<std::uint64_t>(rng["dropout"], "rng", "offset");
+  const json position = e.object("data_position");
+  s.position.epoch = e.field<std::int64_t>(position, "data_position", "epoch");
+  s.position.index = e.field<std::int64_t>(position, "data_position", "index");
+  s.windows = e.field<std::int64_t>(position, "data_position", "windows");
+  s.shuffle_seed = e.field<std::uint64_t>(position, "data_position", "shuffle_seed");
+  const json schedule = e.object("schedule");
+  s.schedule.lr = e.field<double>(schedule, "schedule", "lr");
+  s.schedule.best_loss = e.field<double>(schedule, "schedule", "best_loss");
+  s.schedule.bad_evals = e.field<std::int64_t>(schedule, "schedule", "bad_evals");
+  const json history = e.object("history");
+  s.elapsed_s = e.field<double>(history, "history", "elapsed_s");
+  s.best_step = e.field<std::int64_t>(history, "history", "best_step");
+  s.curve.train = curve_points(history.value("train", json()), ckpt);
+  s.curve.valid = curve_points(history.value("valid", json()), ckpt);
+  KILN_CHECK(s.step >= 0 && s.decay_steps >= 0 && s.position.epoch >= 0 && s.position.index >= 0,
+             "checkpoint {}: negative step, decay_steps or data position", ckpt.path);
+  return s;
+}
+
+OptimizerState read_optimizer_state(const Checkpoint& ckpt) {
+  const Entries e(ckpt);
+  return {e.field<std::int64_t>(e.object("optimizer"), "optimizer", "step"), ckpt.optimizer};
+}
+
+void save_best_weights(const std::string& path, const nn::TransformerLM& model,
+                       const Vocabulary& vocabulary, std::int64_t step, double valid_loss,
+                       int threads, const TrainOptions& options) {
+  Metadata m = provenance(step, threads, options);
+  m["valid_loss"] = double_text(valid_loss);
+  write_checkpoint(path, model, vocabulary, {}, std::move(m));
+}
+
+int checkpoint_threads(const Checkpoint& ckpt) {
+  const auto it = ckpt.metadata.find("threads");
+  return it == ckpt.metadata.end() ? 0 : std::atoi(it->second.c_str());
+}
+
+}  // namespace kiln

@@ -1,0 +1,73 @@
+// TrainState: everything about a training run that is not a tensor, and the checkpoints that
+// carry it. A training checkpoint holds the model, the optimizer state and this state, so that
+// `train_lm --resume` continues exactly where the run stopped: the same batches, dropout masks,
+// learning rates and updates, bit for bit (for the same thread count).
+//
+//   metadata key    value (every value is a string; doubles in round-trip form)
+//   step            the global step: training steps taken, skipped non-finite ones included
+//   decay_steps     the schedule's length
+//   rng             {"dropout": {"seed": S, "offset": O}}: the dropout generator's state
+//   data_position   {"epoch": e, "index": i, "windows": W, "shuffle_seed": s}: the next step
+//                   starts at window i of epoch e's order (W windows per epoch, to check the data)
+//   threads         CPU threads of the run
+//   git             the commit kiln was built from
+//   train           the saved flags (examples/common/options.h)
+//   optimizer       {"name": "Adam", "step": n}: step() calls so far (its tensors are optim.*)
+//   schedule        {"lr": η_p, "best_loss": ..., "bad_evals": n}: optim/schedule.h's state
+//   history         {"elapsed_s": ..., "best_step": n, "train": [[step, loss], ...],
+//                    "valid": [[step, loss], ...]}: for the log, the metrics and the loss curve
+//
+// A best-weights checkpoint (PATH.best) holds the model only, with step, valid_loss, threads,
+// git and train, so eval_ppl finds the training window length and thread count in it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "examples/common/checkpoint.h"
+#include "examples/common/loss_curve.h"
+#include "examples/common/options.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+namespace kiln {
+
+// Where the batch iterator resumes: window `index` of epoch `epoch`'s order.
+struct DataPosition {
+  std::int64_t epoch = 0;
+  std::int64_t index = 0;
+};
+
+struct TrainState {
+  std::int64_t step = 0;
+  std::int64_t decay_steps = 0;
+  DataPosition position;
+  std::int64_t windows = 0;  // windows per epoch
+  std::uint64_t shuffle_seed = 0;
+  std::uint64_t dropout_seed = 0, dropout_offset = 0;
+  int threads = 0;
+  ScheduleState schedule;
+  std::int64_t best_step = -1;  // the step of the best validation; −1: none yet
+  double elapsed_s = 0.0;       // training and validation seconds, over every run so far
+  LossCurve curve;
+};
+
+// Writes a training checkpoint: model, optimizer state, state and options (see above).
+void save_training_checkpoint(const std::string& path, const nn::TransformerLM& model,
+                              const Vocabulary& vocabulary, const Optimizer& optimizer,
+                              const TrainState& state, const TrainOptions& options);
+
+// The state of a training checkpoint; errors name the file and the entry at fault.
+TrainState read_train_state(const Checkpoint& checkpoint);
+// Its optimizer state: the step count and the optim.* tensors.
+OptimizerState read_optimizer_state(const Checkpoint& checkpoint);
+
+// Writes the best-by-validation weights (model only, see above).
+void save_best_weights(const std::string& path, const nn::TransformerLM& model,
+                       const Vocabulary& vocabulary, std::int64_t step, double valid_loss,
+                       int threads, const TrainOptions& options);
+
+// The thread count a checkpoint records, or 0 if it has none.
+int checkpoint_threads(const Checkpoint& checkpoint);
+
+}  // namespace kiln

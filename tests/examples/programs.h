@@ -1,0 +1,76 @@
+// Helpers for the tests of the example programs: run a built program (train_lm, eval_ppl) as a
+// user would and capture what it prints, write a tiny corpus, and pick lines out of the output.
+// The programs' paths come from the build (KILN_TRAIN_LM, KILN_EVAL_PPL).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::testing {
+
+inline const std::string kTrainLm = KILN_TRAIN_LM;
+inline const std::string kEvalPpl = KILN_EVAL_PPL;
+
+// A tiny model and run (9k parameters, B 8 × T 16) that trains in well under a second.
+inline const std::string kTinyFlags =
+    "--d-model 32 --heads 2 --layers 1 --ff 64 --seq-len 16 --batch-size 8 --lr 3e-3 "
+    "--time-budget 0";
+
+struct RunResult {
+  int status;          // the exit status, or −N after death by signal N
+  std::string output;  // stdout and stderr, interleaved
+  std::vector<std::string> lines() const;
+};
+
+// Runs `command` through the shell, stdout and stderr captured together.
+RunResult run(const std::string& command);
+
+// A fresh folder under the system temp folder, removed with its contents at the end.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string path(const std::string& name = "") const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Writes train.txt (220 lines, 1,760 tokens: 14 windows of B 8 × T 16), valid.txt and test.txt
+// (50 lines each) of a small grammar ("the big cat sees the dog .") that a tiny model learns
+// quickly, into dir.
+void write_tiny_corpus(const std::string& dir);
+
+// The first line that starts with prefix, without it; nothing if none does.
+std::optional<std::string> line_after(const std::vector<std::string>& lines,
+                                      const std::string& prefix);
+
+// The loss of the log line of `step` ("step 20/30 | epoch 2 (43%) | loss 2.7613 | ...").
+std::optional<std::string> logged_loss(const std::vector<std::string>& lines, long step);
+
+// A program started with its stdout and stderr in a pipe, for tests that signal it.
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& argv);
+  ~Child();
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  pid_t pid() const { return pid_; }
+  // The next line of output (without '\n'); nothing at the end of the output.
+  std::optional<std::string> read_line();
+  // Reads the rest of the output, waits, and returns the status (as RunResult::status).
+  int wait(std::string* rest);
+
+ private:
+  pid_t pid_ = -1;
+  std::FILE* out_ = nullptr;
+};
+
+}  // namespace kiln::testing

@@ -1,0 +1,105 @@
+// Exact resume: train_lm --steps 30 in one go, and --steps 10 --save C then --resume C --steps 30,
+// end with bit-identical weights, optimizer state, losses and perplexities — with dropout on,
+// shuffled windows, warm-up + cosine, a resume point inside an epoch, and 2 or 3 threads.
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "core/safetensors.h"
+#include "programs.h"
+
+using namespace kiln;
+using namespace kiln::testing;
+
+namespace {
+
+// Every tensor of a and b has the same name, dtype, shape and bytes.
+void check_same_tensors(const SafetensorsFile& a, const SafetensorsFile& b) {
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+    const auto& [name, x] = a.tensors[i];
+    const auto& [name_b, y] = b.tensors[i];
+    INFO(name);
+    REQUIRE(name == name_b);
+    REQUIRE(x.dtype() == y.dtype());
+    REQUIRE(x.shape() == y.shape());
+    CHECK(std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a resumed run matches an uninterrupted one bit for bit") {
+  const std::string threads = GENERATE("2", "3");
+  INFO("threads " << threads);
+  TempDir dir;
+  write_tiny_corpus(dir.path());
+  // 14 windows per epoch: step 10 is inside the first, step 30 in the third.
+  const std::string flags = kTrainLm + " --data " + dir.path() + " " + kTinyFlags +
+                            " --dropout 0.1 --shuffle --schedule cosine --warmup 5 "
+                            "--decay-steps 30 --eval-every 10 --log-every 10 --threads " +
+                            threads;
+  const RunResult whole = run(flags + " --steps 30 --save " + dir.path("whole.safetensors"));
+  INFO(whole.output);
+  REQUIRE(whole.status == 0);
+  const RunResult first = run(flags + " --steps 10 --save " + dir.path("first.safetensors"));
+  INFO(first.output);
+  REQUIRE(first.status == 0);
+  const SafetensorsFile saved = load_safetensors(dir.path("first.safetensors"));
+  REQUIRE(saved.metadata.at("data_position").find("\"index\":10") != std::string::npos);
+  const RunResult resumed = run(flags + " --resume " + dir.path("first.safetensors") +
+                                " --steps 30 --save " + dir.path("resumed.safetensors"));
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.output.find("resumed from") != std::string::npos);
+  CHECK(resumed.output.find("warning") == std::string::npos);
+
+  // The same losses after the resume point, and the same final perplexities.
+  for (long step : {20L, 30L}) {
+    INFO("step " << step);
+    REQUIRE(logged_loss(resumed.lines(), step).has_value());
+    CHECK(logged_loss(resumed.lines(), step) == logged_loss(whole.lines(), step));
+  }
+  // "loss 2.7362 | ppl 15.43 | 0.3s | ...": everything up to the seconds.
+  const auto loss_and_ppl = [](const std::string& text) {
+    return text.substr(0, text.find(" | ", text.find("ppl ")));
+  };
+  for (const std::string prefix : {"validation at step 20: ", "validation at step 30: "})
+    CHECK(loss_and_ppl(line_after(resumed.lines(), prefix).value()) ==
+          loss_and_ppl(line_after(whole.lines(), prefix).value()));
+  CHECK(line_after(resumed.lines(), "valid ppl ") == line_after(whole.lines(), "valid ppl "));
+  CHECK(line_after(resumed.lines(), "test ppl ") == line_after(whole.lines(), "test ppl "));
+
+  // The same weights and optimizer state, and the same position, RNG and schedule state.
+  const SafetensorsFile a = load_safetensors(dir.path("whole.safetensors"));
+  const SafetensorsFile b = load_safetensors(dir.path("resumed.safetensors"));
+  check_same_tensors(a, b);
+  for (const char* key : {"step", "decay_steps", "rng", "data_position", "optimizer", "schedule",
+                          "threads", "train", "config"})
+    CHECK(a.metadata.at(key) == b.metadata.at(key));
+  check_same_tensors(load_safetensors(dir.path("whole.best.safetensors")),
+                     load_safetensors(dir.path("resumed.best.safetensors")));
+}
+
+TEST_CASE("a resumed run carries the best weights over to its own .best file") {
+  TempDir dir;
+  write_tiny_corpus(dir.path());
+  const std::string flags =
+      kTrainLm + " --data " + dir.path() + " " + kTinyFlags + " --eval-every 10 --threads 1";
+  const RunResult first = run(flags + " --steps 10 --save " + dir.path("first.safetensors"));
+  INFO(first.output);
+  REQUIRE(first.status == 0);
+  // No further steps: the final lines come from first.best, recomputed, and land in second.best.
+  const RunResult second = run(flags + " --resume " + dir.path("first.safetensors") +
+                               " --steps 10 --save " + dir.path("second.safetensors"));
+  INFO(second.output);
+  REQUIRE(second.status == 0);
+  for (const std::string split : {"valid", "test"}) {
+    const auto expected = line_after(first.lines(), split + " ppl ");
+    REQUIRE(expected.has_value());
+    CHECK(line_after(second.lines(), split + " ppl ") == expected);
+    const RunResult eval = run(kEvalPpl + " --checkpoint " + dir.path("second.best.safetensors") +
+                               " --data " + dir.path() + " --split " + split);
+    INFO(eval.output);
+    CHECK(line_after(eval.lines(), split + " ppl ") == expected);
+  }
+}
