@@ -31,6 +31,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/build_info.h"
 #include "core/generator.h"
 #include "core/ops/elementwise.h"
@@ -394,6 +395,8 @@ int train(int argc, char** argv) {
     if (o.save_every > 0 && state.step % o.save_every == 0 && stop_signal() == 0) save_state();
   }
   log.finish();
+  if (device.is_cuda())
+    fmt::print("RESULT gpu_peak_bytes {}\n", backend_for(device).peak_bytes_in_use());
 
   const auto result_line = [&] {
     fmt::print("RESULT train_tokens_per_sec {:.1f} steps {} seconds {:.1f}\n",

@@ -20,21 +20,48 @@ std::int64_t visible_cols(const SoftmaxArgs& a, std::int64_t row) {
   return std::clamp<std::int64_t>(row % a.query_len + a.query_offset + 1, 0, a.cols);
 }
 
+// Row reductions in 16 independent lanes, combined in a fixed order: the compiler vectorises
+// them, and the order of operations depends only on n (deterministic).
+constexpr std::int64_t kLanes = 16;
+
 template <typename T> T row_max(const T* x, std::int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-  for (std::int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
+  T lane[kLanes];
+  for (T& m : lane) m = -std::numeric_limits<T>::infinity();
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (std::int64_t k = 0; k < kLanes; ++k) lane[k] = x[j + k] > lane[k] ? x[j + k] : lane[k];
+  for (; j < n; ++j) lane[0] = x[j] > lane[0] ? x[j] : lane[0];
+  T m = lane[0];
+  for (std::int64_t k = 1; k < kLanes; ++k) m = lane[k] > m ? lane[k] : m;
   return m;
 }
 
-// sum_j exp(x_j - shift), writing the exponentials to e when it is not null.
+// sum_j exp(x_j - shift), writing the exponentials to e when it is not null. Each block of
+// kBlock elements is summed in T lanes and the block sums in float64, so float32 rows lose no
+// accuracy over their length while the inner loop stays vectorised.
 template <typename T> double sum_exp(const T* x, std::int64_t n, T shift, T* e) {
-  double acc[8] = {};
-  for (std::int64_t j = 0; j < n; ++j) {
+  constexpr std::int64_t kBlock = 256;
+  double total = 0.0;
+  std::int64_t j = 0;
+  for (; j + kBlock <= n; j += kBlock) {
+    T lane[kLanes] = {};
+    for (std::int64_t b = j; b < j + kBlock; b += kLanes) {
+      for (std::int64_t k = 0; k < kLanes; ++k) {
+        const T v = vec_exp(x[b + k] - shift);
+        if (e != nullptr) e[b + k] = v;
+        lane[k] += v;
+      }
+    }
+    double block = 0.0;
+    for (std::int64_t k = 0; k < kLanes; ++k) block += lane[k];
+    total += block;
+  }
+  for (; j < n; ++j) {
     const T v = vec_exp(x[j] - shift);
     if (e != nullptr) e[j] = v;
-    acc[j % 8] += v;
+    total += v;
   }
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  return total;
 }
 
 template <typename T> void softmax_forward_rows(const SoftmaxArgs& a, const T* x, T* y) {
@@ -185,7 +212,8 @@ void cross_entropy_backward_rows(std::int64_t rows, std::int64_t cols, const T* 
   });
 }
 
-// Per row: the loss and logsumexp, then the row overwritten with softmax - onehot(target).
+// Per row: the loss and logsumexp, then the row overwritten with softmax - onehot(target). The
+// exponentials are written while they are summed, so the last pass only scales them.
 template <typename T>
 void cross_entropy_with_grad_rows(std::int64_t rows, std::int64_t cols, T* logits,
                                   const std::int64_t* targets, std::int64_t ignore_index, T* loss,
@@ -193,15 +221,18 @@ void cross_entropy_with_grad_rows(std::int64_t rows, std::int64_t cols, T* logit
   parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
     T* xr = logits + r * cols;
     const T m = row_max(xr, cols);
-    const T lse = m + static_cast<T>(std::log(sum_exp(xr, cols, m, static_cast<T*>(nullptr))));
+    const T target_logit = targets[r] == ignore_index ? T(0) : xr[targets[r]];
+    const double total = sum_exp(xr, cols, m, xr);  // xr now holds exp(x - m)
+    const T lse = m + static_cast<T>(std::log(total));
     logsumexp[r] = lse;
     if (targets[r] == ignore_index) {
       loss[r] = T(0);
       std::fill(xr, xr + cols, T(0));
       return;
     }
-    loss[r] = lse - xr[targets[r]];
-    for (std::int64_t j = 0; j < cols; ++j) xr[j] = vec_exp(xr[j] - lse);
+    loss[r] = lse - target_logit;
+    const T inv = static_cast<T>(1.0 / total);
+    for (std::int64_t j = 0; j < cols; ++j) xr[j] *= inv;
     xr[targets[r]] -= T(1);
   });
 }
