@@ -1,9 +1,11 @@
 // Fused row kernels on CUDA: softmax (optionally causal, optionally log), layer norm and
-// cross-entropy, forward and backward, with the semantics of core/cpu/rows.cpp. Each row is owned
-// by one group of threads: a warp when rows have at most kWarpRowMax columns (eight rows per
-// block), else the whole block. Row statistics accumulate in float64 and are combined with the
-// fixed-order reductions of block_reduce.cuh. dgamma/dbeta are summed per fixed block of rows,
-// then the blocks in order by a second kernel: deterministic, no atomics.
+// cross-entropy, forward and backward (and forward fused with the gradient, for the LM head),
+// with the semantics of core/cpu/rows.cpp. Each row is owned by one group of threads: a warp when
+// rows have at most kWarpRowMax columns (eight rows per block), else the whole block. Row
+// statistics accumulate in float64 and are combined with the fixed-order reductions of
+// block_reduce.cuh; cross-entropy's logsumexp takes one pass over the row (a running max and
+// sum). dgamma/dbeta are summed per fixed block of rows, then the blocks in order by a second
+// kernel: deterministic, no atomics.
 #include <cstdint>
 #include <type_traits>
 
@@ -42,6 +44,14 @@ struct RowGroup {
       return warp_reduce(v, op);
     } else {
       return block_reduce(v, op, identity, shared);
+    }
+  }
+  // A barrier (with memory ordering) for the threads of the group.
+  __device__ static void sync() {
+    if constexpr (kGroup == kWarp) {
+      __syncwarp();
+    } else {
+      __syncthreads();
     }
   }
 };
@@ -218,6 +228,18 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// logsumexp of row xr in every thread of the group, from one pass over the row: each thread
+// keeps a running max and sum (MaxSum), and the group combines them.
+template <typename T, int kGroup>
+__device__ T row_logsumexp(const T* xr, std::int64_t cols, MaxSum<T>* shared) {
+  using G = RowGroup<kGroup>;
+  const MaxSum<T> empty{-infinity<T>(), 0.0};
+  MaxSum<T> part = empty;
+  for (std::int64_t j = G::lane(); j < cols; j += kGroup) part = add_element(part, xr[j]);
+  part = G::reduce(part, MaxSumOp{}, empty, shared);
+  return part.max + static_cast<T>(::log(part.sum));
+}
+
 // loss = logsumexp(x) - x[target] (0 where target == ignore_index); logsumexp saved.
 template <typename T, int kGroup>
 __global__ void __launch_bounds__(kThreads)
@@ -225,21 +247,41 @@ __global__ void __launch_bounds__(kThreads)
                                  const std::int64_t* targets, std::int64_t ignore_index, T* loss,
                                  T* logsumexp) {
   using G = RowGroup<kGroup>;
-  __shared__ T shared_max[kWarp];
-  __shared__ double shared_sum[kWarp];
+  __shared__ MaxSum<T> shared[kWarp];
   for (std::int64_t r = G::first_row(); r < rows; r += G::row_step()) {
     const T* xr = logits + r * cols;
-    T m = -infinity<T>();
-    for (std::int64_t j = G::lane(); j < cols; j += kGroup) m = MaxOp{}(m, xr[j]);
-    m = G::reduce(m, MaxOp{}, -infinity<T>(), shared_max);
-    double s = 0.0;
-    for (std::int64_t j = G::lane(); j < cols; j += kGroup) s += math::exp(xr[j] - m);
-    s = G::reduce(s, SumOp{}, 0.0, shared_sum);
+    const T lse = row_logsumexp<T, kGroup>(xr, cols, shared);
     if (G::lane() == 0) {
-      const T lse = m + static_cast<T>(::log(s));
       const std::int64_t target = targets[r];
       logsumexp[r] = lse;
       loss[r] = target == ignore_index ? T(0) : lse - xr[target];
+    }
+  }
+}
+
+// As cross_entropy_forward_kernel, then the row overwritten with softmax - onehot(target) (0 on
+// ignored rows): two passes over the row, one read and one read-write.
+template <typename T, int kGroup>
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_with_grad_kernel(std::int64_t rows, std::int64_t cols, T* logits,
+                                   const std::int64_t* targets, std::int64_t ignore_index, T* loss,
+                                   T* logsumexp) {
+  using G = RowGroup<kGroup>;
+  __shared__ MaxSum<T> shared[kWarp];
+  for (std::int64_t r = G::first_row(); r < rows; r += G::row_step()) {
+    T* xr = logits + r * cols;
+    const std::int64_t target = targets[r];
+    const bool ignored = target == ignore_index;
+    const T lse = row_logsumexp<T, kGroup>(xr, cols, shared);
+    if (G::lane() == 0) {
+      logsumexp[r] = lse;
+      loss[r] = ignored ? T(0) : lse - xr[target];
+    }
+    // xr[target] is read above before any thread of the group overwrites it below.
+    G::sync();
+    for (std::int64_t j = G::lane(); j < cols; j += kGroup) {
+      const T p = math::exp(xr[j] - lse);
+      xr[j] = ignored ? T(0) : (j == target ? p - T(1) : p);
     }
   }
 }
@@ -355,6 +397,22 @@ void CudaBackend::cross_entropy_forward(DType dtype, std::int64_t rows, std::int
     launch_rows(rows, cols, [&](auto group, unsigned grid) {
       gpu::cross_entropy_forward_kernel<T, decltype(group)::value>
           <<<grid, gpu::kThreads, 0, stream_>>>(rows, cols, static_cast<const T*>(logits), targets,
+                                                ignore_index, static_cast<T*>(loss),
+                                                static_cast<T*>(logsumexp));
+    });
+  });
+}
+
+void CudaBackend::cross_entropy_forward_with_grad(DType dtype, std::int64_t rows, std::int64_t cols,
+                                                  void* logits, const std::int64_t* targets,
+                                                  std::int64_t ignore_index, void* loss,
+                                                  void* logsumexp) {
+  activate();
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    launch_rows(rows, cols, [&](auto group, unsigned grid) {
+      gpu::cross_entropy_with_grad_kernel<T, decltype(group)::value>
+          <<<grid, gpu::kThreads, 0, stream_>>>(rows, cols, static_cast<T*>(logits), targets,
                                                 ignore_index, static_cast<T*>(loss),
                                                 static_cast<T*>(logsumexp));
     });

@@ -1,7 +1,8 @@
 // The fused row kernels on CUDA against the CPU backend: softmax and log-softmax (causal with
-// query offsets too), layer norm and cross-entropy, forward and backward, for rows short enough
-// for a warp and long enough for a block, in float32 and float64. Poisoning is on, so an element
-// a kernel does not write is NaN and fails.
+// query offsets too), layer norm and cross-entropy, forward and backward (cross-entropy also
+// fused with its gradient, in place), for rows short enough for a warp and long enough for a
+// block, in float32 and float64. Poisoning is on, so an element a kernel does not write is NaN
+// and fails.
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -155,6 +156,38 @@ TEST_CASE("cuda/cross-entropy forward and backward match the CPU, ignore_index i
           dtype, rows, cols, logits.gpu.raw_data(), ptr<const std::int64_t>(targets.gpu), kIgnore,
           lse.gpu.raw_data(), grad_loss.gpu.raw_data(), 1.0 / 30, dlogits.gpu.raw_data());
       REQUIRE(relative_error(dlogits.gpu, dlogits.cpu) <= tolerance(dtype));
+    }
+  }
+}
+
+TEST_CASE("cuda/cross-entropy with its gradient in place matches the CPU's fused pass",
+          "[cuda][rows]") {
+  if (!cuda_available_or_skip()) return;
+  const PoisonScope poison;
+  Generator gen(55);
+  constexpr std::int64_t kIgnore = -100;
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (std::int64_t cols : {2, 50, 1024, 1025, 33278}) {
+      INFO(dtype_name(dtype) << " cols " << cols);
+      const std::int64_t rows = 41;
+      std::vector<std::int64_t> target_values(rows);
+      for (std::int64_t r = 0; r < rows; ++r)
+        target_values[r] = r % 7 == 3 ? kIgnore : (r * 7919) % cols;
+      const Mirrored targets = mirrored(from_vector(target_values, {rows}));
+      // Logits that rise along the row make the running max change often.
+      const Tensor ramp = arange(0.0, static_cast<double>(cols), 1.0, {dtype}) * (4.0 / cols);
+      const Mirrored logits =
+          mirrored(uniform({rows, cols}, -5.0, 5.0, {dtype}, &gen) + ramp.view({1, cols}));
+      const Mirrored loss = outputs({rows}, dtype), lse = outputs({rows}, dtype);
+      cpu_backend_ref().cross_entropy_forward_with_grad(
+          dtype, rows, cols, logits.cpu.raw_data(), ptr<const std::int64_t>(targets.cpu), kIgnore,
+          loss.cpu.raw_data(), lse.cpu.raw_data());
+      gpu_backend().cross_entropy_forward_with_grad(dtype, rows, cols, logits.gpu.raw_data(),
+                                                    ptr<const std::int64_t>(targets.gpu), kIgnore,
+                                                    loss.gpu.raw_data(), lse.gpu.raw_data());
+      REQUIRE(relative_error(loss.gpu, loss.cpu) <= tolerance(dtype));
+      REQUIRE(relative_error(lse.gpu, lse.cpu) <= tolerance(dtype));
+      REQUIRE(relative_error(logits.gpu, logits.cpu) <= tolerance(dtype));  // the gradients
     }
   }
 }
