@@ -95,17 +95,30 @@ std::int64_t sample_next(std::span<const float> logits, const SamplingOptions& o
                          Generator& gen) {
   if (options.greedy) return argmax(logits);
   const std::vector<double> p = next_token_distribution(logits, options);
-  const philox::Words words = philox::draw(gen.seed(), gen.reserve(1));
-  const double u = philox::uniform_double(words.w[0], words.w[1]);
-  double cumulative = 0;
-  std::int64_t last = -1;
-  for (std::size_t id = 0; id < p.size(); ++id) {
-    if (p[id] == 0) continue;
-    last = static_cast<std::int64_t>(id);
-    cumulative += p[id];
-    if (u < cumulative) return last;
+  // Exponential race: E_i ~ Exp(1) for every token, and the largest p_i / E_i wins, which
+  // happens with probability p_i (Gumbel-max in another form). The winner depends only on the
+  // two best ratios, so logits that differ in the last bits (the cached and uncached paths'
+  // GEMMs round differently) give the same token except in a near tie; inverting the
+  // cumulative sum over 33k tokens would flip a token every hundred or so.
+  const std::uint64_t first = gen.reserve((p.size() + 1) / 2);
+  std::int64_t winner = -1;
+  double best = 0;
+  for (std::size_t pair = 0; 2 * pair < p.size(); ++pair) {
+    const std::size_t end = std::min(p.size(), 2 * pair + 2);
+    if (p[2 * pair] == 0 && (end == 2 * pair + 1 || p[2 * pair + 1] == 0)) continue;
+    const philox::Words words = philox::draw(gen.seed(), first + pair);
+    for (std::size_t i = 2 * pair; i < end; ++i) {
+      if (p[i] == 0) continue;
+      const std::size_t j = i % 2;  // uniform double j of the counter: words 2j, 2j + 1
+      const double u = philox::uniform_double(words.w[2 * j], words.w[2 * j + 1]);  // [0, 1)
+      const double score = p[i] / -std::log1p(-u);  // E = 0 (u = 0) scores inf and wins
+      if (winner < 0 || score > best) {
+        winner = static_cast<std::int64_t>(i);
+        best = score;
+      }
+    }
   }
-  return last;  // u landed beyond a total that rounded to just under 1
+  return winner;
 }
 
 }  // namespace kiln

@@ -3,16 +3,19 @@
 // Philox generator (core/philox.h), never std:: distributions, so a seed gives the same text on
 // every machine.
 //
-//   p_i ∝ exp(l_i / temperature)        temperature divides the logits l: < 1 sharpens, > 1
-//   flattens top-k  keeps the k most probable tokens (0: all of them; 1 is greedy) top-p  then
-//   keeps the smallest set of most probable tokens whose mass, among those top-k
+//   p_i ∝ exp(l_i / temperature)  temperature divides the logits: < 1 sharpens, > 1 flattens
+//   top-k  keeps the k most probable tokens (0: all of them; 1 is greedy)
+//   top-p  then keeps the smallest set of most probable tokens whose mass, among those top-k
 //          left, reaches p (1: all of them)
-//   the kept probabilities are renormalised and one token is drawn from them.
+//   the kept probabilities are renormalised and one token is drawn from them, by an
+//   exponential race: every token i gets E_i ~ Exp(1) and the largest p_i / E_i wins.
 //
-// Ranking ties go to the lower id. A draw reads exactly one Philox counter of the generator,
-// whatever the options and the logits, so two decoders that produce the same logits (the KV
-// cache and the uncached path, see decoder.h) consume the generator identically and pick the
-// same tokens.
+// Ranking ties go to the lower id. A draw reserves ceil(vocab / 2) Philox counters (token i
+// reads uniform double i % 2 of counter first + i / 2), whatever the options and the logits, so
+// two decoders (the KV cache and the uncached path, see decoder.h) consume the generator
+// identically. The race also makes the pick insensitive to rounding: logits that differ in
+// their last bits, as the two decoders' do, pick the same token unless the two best scores are
+// within that rounding of each other.
 //
 //   SamplingOptions options{.temperature = 0.8, .top_p = 0.95};
 //   Generator gen(seed);
@@ -47,8 +50,7 @@ std::vector<double> next_token_distribution(std::span<const float> logits,
                                             const SamplingOptions& options);
 
 // The next token: argmax when greedy (the generator is untouched), else a draw from
-// next_token_distribution by inverting its cumulative sum over ids with u = uniform [0, 1)
-// from one counter of gen.
+// next_token_distribution (the exponential race above, ceil(vocab / 2) counters of gen).
 std::int64_t sample_next(std::span<const float> logits, const SamplingOptions& options,
                          Generator& gen);
 
