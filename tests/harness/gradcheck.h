@@ -30,6 +30,18 @@ struct GradcheckOptions {
 void gradcheck(const OpFunction& fn, const std::vector<Tensor>& inputs,
                const std::vector<bool>& perturb, const GradcheckOptions& options = {});
 
+// The comparison both checks share: `analytic` (d L / d t, flattened) against central
+// differences (L(t + eps u) - L(t - eps u)) / 2 eps, where loss_along(u, step) is L at t + step u;
+// u runs over unit vectors when t has at most full_limit elements, else over random directions.
+// `what` names t in failure messages.
+void compare_with_differences(const std::string& what, const Shape& shape,
+                              const std::vector<double>& analytic,
+                              const std::function<double(const Tensor& u, double step)>& loss_along,
+                              const GradcheckOptions& options, Generator& gen);
+
+// sum(out * v) in float64.
+double weighted_sum(const Tensor& out, const Tensor& v);
+
 // Inputs as fresh leaves: detached copies, floating ones requiring grad where `perturb` says.
 std::vector<Tensor> fresh_leaves(const std::vector<Tensor>& inputs, const std::vector<bool>& perturb);
 
