@@ -52,7 +52,7 @@ def main():
             sys.exit(f"kiln_to_torch: torch_ref.py has only {key} {supported}, the checkpoint has {config[key]}")
     if config["kv_heads"] != config["heads"]:
         sys.exit("kiln_to_torch: torch_ref.py has no grouped-query attention (kv_heads != heads)")
-    seq_len = args.seq_len or int(json.loads(metadata.get("training", "{}")).get("seq_len", 64))
+    seq_len = args.seq_len or int(json.loads(metadata.get("train", "{}")).get("seq_len", 64))
 
     ref = load_torch_ref(args.torch_ref)
     model = ref.TransformerLM(config["vocab"], config["d_model"], config["heads"], config["layers"],
