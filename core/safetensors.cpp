@@ -9,6 +9,7 @@
 #include <bit>
 #include <cctype>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -34,6 +35,9 @@ namespace {
 using json = nlohmann::ordered_json;
 
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;  // the reference reader's limit
+// JSON nesting the header may have (kiln's needs 3); the reference reader's parser, serde_json,
+// also stops at 128. It bounds the recursion of json::dump, which error messages call.
+constexpr int kMaxHeaderDepth = 128;
 constexpr char kMetadataKey[] = "__metadata__";
 constexpr char kChecksumKey[] = "checksum";
 
@@ -156,7 +160,16 @@ struct Entry {
   std::uint64_t end = 0;
 };
 
-class InputFile {
+// Where the reader's bytes come from: a file (load_safetensors) or memory (parse_safetensors).
+class Input {
+ public:
+  virtual ~Input() = default;
+  virtual std::uint64_t size() const = 0;
+  // Reads the next `size` bytes into data.
+  virtual void read(void* data, std::uint64_t size) = 0;
+};
+
+class InputFile final : public Input {
  public:
   InputFile(const std::string& path, const std::string& where) : where_(where) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -166,13 +179,13 @@ class InputFile {
     KILN_CHECK(S_ISREG(info.st_mode), "{}not a regular file", where_);
     size_ = static_cast<std::uint64_t>(info.st_size);
   }
-  ~InputFile() { ::close(fd_); }
+  ~InputFile() override { ::close(fd_); }
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;
 
-  std::uint64_t size() const { return size_; }
+  std::uint64_t size() const override { return size_; }
 
-  void read(void* data, std::uint64_t size) {
+  void read(void* data, std::uint64_t size) override {
     auto* p = static_cast<char*>(data);
     while (size > 0) {
       const std::size_t chunk = std::min<std::uint64_t>(size, 1u << 30);
@@ -190,11 +203,35 @@ class InputFile {
   std::uint64_t size_ = 0;
 };
 
-// Parses the header, rejecting duplicate keys in any object (nlohmann keeps the last silently).
+class InputBytes final : public Input {
+ public:
+  InputBytes(std::span<const std::byte> bytes, const std::string& where)
+      : bytes_(bytes), where_(where) {}
+
+  std::uint64_t size() const override { return bytes_.size(); }
+
+  void read(void* data, std::uint64_t size) override {
+    KILN_CHECK(size <= bytes_.size() - position_, "{}the bytes ended early", where_);
+    if (size == 0) return;  // memcpy from a null span is undefined even for 0 bytes
+    std::memcpy(data, bytes_.data() + position_, size);
+    position_ += size;
+  }
+
+ private:
+  std::span<const std::byte> bytes_;
+  std::string where_;
+  std::uint64_t position_ = 0;
+};
+
+// Parses the header, rejecting duplicate keys in any object (nlohmann keeps the last silently)
+// and nesting deeper than kMaxHeaderDepth (at once: a 100 MB "[[[..." would take gigabytes).
 json parse_header(const std::string& text, const std::string& where) {
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
-  const json::parser_callback_t note_keys = [&](int, json::parse_event_t event, json& parsed) {
+  const json::parser_callback_t note_keys = [&](int depth, json::parse_event_t event,
+                                                json& parsed) {
+    KILN_CHECK(depth <= kMaxHeaderDepth, "{}the header nests JSON deeper than {} levels", where,
+               kMaxHeaderDepth);
     if (event == json::parse_event_t::object_start) {
       open_objects.emplace_back();
     } else if (event == json::parse_event_t::object_end) {
@@ -208,7 +245,7 @@ json parse_header(const std::string& text, const std::string& where) {
   json header;
   try {
     header = json::parse(text, note_keys);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
     fail("{}the header is not valid JSON: {}", where, e.what());
   }
   KILN_CHECK(duplicate.empty(), "{}the header lists '{}' twice (duplicate name)", where, duplicate);
@@ -266,13 +303,17 @@ Entry parse_entry(const std::string& name, const json& value, const std::string&
   const json& shape = value["shape"];
   KILN_CHECK(shape.is_array(), "{}tensor '{}': shape {} is not an array", where, name,
              shape.dump());
-  // Element and byte counts overflow-checked like the reference reader's validate().
+  // Element and byte counts overflow-checked like the reference reader's validate(). kiln also
+  // needs the product of the sizes with 0 counted as 1 (the outermost stride times its size) to
+  // fit an int64, so an empty tensor's strides are representable too; count <= extent.
   std::uint64_t count = 1;
+  std::uint64_t extent = 1;
   for (const json& size : shape) {
     const std::uint64_t n = unsigned_field(size, "shape entry", name, where);
-    KILN_CHECK(
-        n <= std::numeric_limits<std::int64_t>::max() && !__builtin_mul_overflow(count, n, &count),
-        "{}tensor '{}': shape {} overflows", where, name, shape.dump());
+    KILN_CHECK(!__builtin_mul_overflow(extent, std::max<std::uint64_t>(n, 1), &extent) &&
+                   extent <= std::numeric_limits<std::int64_t>::max(),
+               "{}tensor '{}': shape {} overflows", where, name, shape.dump());
+    count *= n;
     entry.shape.push_back(static_cast<std::int64_t>(n));
   }
   std::uint64_t nbytes = 0;
@@ -404,10 +445,10 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   file.commit();
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
-  const std::string where = fmt::format("load_safetensors: '{}': ", path);
-  InputFile file(path, where);
+namespace {
 
+// The reader proper, whatever the bytes' origin; `where` starts every error message.
+SafetensorsFile read_safetensors(Input& file, const std::string& where) {
   KILN_CHECK(file.size() >= 8, "{}the file is {} bytes, shorter than the 8-byte header length",
              where, file.size());
   unsigned char length_bytes[8];
@@ -461,6 +502,20 @@ SafetensorsFile load_safetensors(const std::string& path) {
              "{}checksum mismatch: the header says {}, the data gives {} (the file is corrupt)",
              where, hex8(expected_checksum.value_or(0)), hex8(checksum));
   return result;
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  const std::string where = fmt::format("load_safetensors: '{}': ", path);
+  InputFile file(path, where);
+  return read_safetensors(file, where);
+}
+
+SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_view source) {
+  const std::string where = fmt::format("parse_safetensors: '{}': ", source);
+  InputBytes input(bytes, where);
+  return read_safetensors(input, where);
 }
 
 void testing::arm_save_fault(SaveFault fault) { armed_fault = std::move(fault); }

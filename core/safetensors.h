@@ -29,10 +29,13 @@
 // the problem. Only little-endian hosts are supported.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -56,6 +59,9 @@ struct SafetensorsFile {
 
 // Reads and validates a safetensors file (F32, F64 and I64 tensors).
 SafetensorsFile load_safetensors(const std::string& path);
+// The same reader over bytes already in memory (`source` names them in errors): load_safetensors
+// differs only in where the bytes come from, so the fuzz target that calls this tests its checks.
+SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_view source);
 
 }  // namespace kiln
 

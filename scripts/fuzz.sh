@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Fuzzes the readers of untrusted files (tests/fuzz): builds the libFuzzer targets in build-fuzz/
+# with clang (kiln instrumented with ASan, UBSan and libFuzzer coverage, CPU only), then runs each
+# for N seconds (first argument, else $KILN_FUZZ_SECONDS, else 30) in one process with one thread,
+# on a copy of its seed corpus: new inputs go to build-fuzz/corpus/, never into tests/fuzz/corpus/.
+# Prints each target's executions; exits non-zero if any target crashed, hung, leaked or broke a
+# property, leaving the input in build-fuzz/crashes/ (reproduce: build-fuzz/tests/fuzz/<target>
+# <input>). Installs clang and libFuzzer (Debian) when missing, unless KILN_OFFLINE=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-${KILN_FUZZ_SECONDS:-30}}
+
+# libclang-rt-14-dev has libFuzzer; libomp-14-dev is OpenMP for clang.
+packages=(cmake make clang-14 libclang-rt-14-dev libomp-14-dev libeigen3-dev libfmt-dev
+          nlohmann-json3-dev)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "${KILN_OFFLINE:-0}" = 1 ]; then
+    echo "fuzz: KILN_OFFLINE=1, not installing ${missing[*]}" >&2
+  else
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo=sudo
+    echo "fuzz: installing ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+fi
+
+build=build-fuzz
+CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DKILN_CUDA=OFF -DKILN_FUZZ=ON -DKILN_SANITIZE=fuzzer-no-link,address,undefined \
+  -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)" --target fuzz_safetensors fuzz_corpus
+
+mkdir -p "$build/crashes"
+failed=()
+# target:seed folder:dictionary
+for run in fuzz_safetensors:safetensors:safetensors.dict fuzz_corpus:text:text.dict; do
+  IFS=: read -r target seeds dict <<<"$run"
+  corpus="$build/corpus/$target"
+  rm -rf "$corpus"
+  mkdir -p "$corpus"
+  cp tests/fuzz/corpus/"$seeds"/* "$corpus"/
+  log="$build/$target.log"
+  echo "fuzz: $target for ${seconds} s"
+  status=0
+  "$build/tests/fuzz/$target" "$corpus" -dict="tests/fuzz/$dict" -max_total_time="$seconds" \
+    -timeout=10 -rss_limit_mb=2048 -jobs=0 -workers=0 -print_final_stats=1 \
+    -artifact_prefix="$build/crashes/$target-" >"$log" 2>&1 || status=$?
+  executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  echo "fuzz: $target: ${executions:-?} executions, exit status $status"
+  if [ "$status" -ne 0 ]; then
+    tail -n 60 "$log"
+    failed+=("$target")
+  fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz: FAILED: ${failed[*]} (inputs in $build/crashes/, logs in $build/*.log)" >&2
+  exit 1
+fi
