@@ -244,7 +244,7 @@ std::vector<std::string> merge_saved_options(TrainOptions& o, std::string_view s
     try {
       value = it->template get<T>();
     } catch (const nlohmann::json::exception&) {
-      fail("{}: the saved setting '{}' is {}, not a {}", source, key, it->dump(),
+      fail("{}: the saved setting '{}' is a {}, not a {}", source, key, it->type_name(),
            nlohmann::json(member).type_name());
     }
     if (!given(field.flag)) {

@@ -1,5 +1,6 @@
 #include "examples/common/train_state.h"
 
+#include <charconv>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -72,8 +73,8 @@ std::vector<CurvePoint> curve_points(const json& j, const Checkpoint& ckpt) {
   std::vector<CurvePoint> points;
   for (const json& p : j) {
     KILN_CHECK(p.is_array() && p.size() == 2 && p[0].is_number_integer() && p[1].is_number(),
-               "checkpoint {}: metadata 'history' has a malformed curve point {}", ckpt.path,
-               p.dump());
+               "checkpoint {}: metadata 'history' has a malformed curve point (a {})", ckpt.path,
+               p.type_name());
     points.push_back({p[0].get<std::int64_t>(), p[1].get<double>()});
   }
   return points;
@@ -158,7 +159,13 @@ void save_best_weights(const std::string& path, const nn::TransformerLM& model,
 
 int checkpoint_threads(const Checkpoint& ckpt) {
   const auto it = ckpt.metadata.find("threads");
-  return it == ckpt.metadata.end() ? 0 : std::atoi(it->second.c_str());
+  if (it == ckpt.metadata.end()) return 0;
+  int threads = 0;
+  const std::string& text = it->second;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), threads);
+  KILN_CHECK(error == std::errc() && end == text.data() + text.size() && threads >= 0,
+             "checkpoint {}: metadata 'threads' is '{}', not a thread count", ckpt.path, text);
+  return threads;
 }
 
 }  // namespace kiln
