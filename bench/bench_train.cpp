@@ -88,13 +88,14 @@ int main(int argc, char** argv) {
     nn::TransformerLM model(c.model);
     Adam optimizer(model.named_parameters(), {.lr = 1e-3});
     const double flops = train_flops_per_token(c);
-    std::printf("config %s: d_model %lld heads %lld layers %lld ff %lld T %lld B %lld | %lld "
-                "parameters | %.1f MFLOP per token\n",
-                config_name.c_str(), static_cast<long long>(c.model.d_model),
-                static_cast<long long>(c.model.heads), static_cast<long long>(c.model.layers),
-                static_cast<long long>(c.model.ff), static_cast<long long>(c.seq_len),
-                static_cast<long long>(c.batch), static_cast<long long>(model.num_parameters()),
-                flops * 1e-6);
+    std::printf(
+        "config %s: d_model %lld heads %lld layers %lld ff %lld T %lld B %lld | %lld "
+        "parameters | %.1f MFLOP per token\n",
+        config_name.c_str(), static_cast<long long>(c.model.d_model),
+        static_cast<long long>(c.model.heads), static_cast<long long>(c.model.layers),
+        static_cast<long long>(c.model.ff), static_cast<long long>(c.seq_len),
+        static_cast<long long>(c.batch), static_cast<long long>(model.num_parameters()),
+        flops * 1e-6);
 
     Generator data(2);
     auto random_ids = [&] {
@@ -129,10 +130,11 @@ int main(int argc, char** argv) {
     }
     std::sort(rates.begin(), rates.end());
     const double median = rates[rates.size() / 2];
-    std::printf("RESULT config %s threads %d train_tokens_per_sec %.1f ms_per_step %.1f "
-                "model_gflops %.1f peak_rss_mb %.0f\n",
-                config_name.c_str(), threads, median, 1e3 * c.batch * c.seq_len / median,
-                median * flops * 1e-9, peak_rss_mb());
+    std::printf(
+        "RESULT config %s threads %d train_tokens_per_sec %.1f ms_per_step %.1f "
+        "model_gflops %.1f peak_rss_mb %.0f\n",
+        config_name.c_str(), threads, median, 1e3 * c.batch * c.seq_len / median,
+        median * flops * 1e-9, peak_rss_mb());
     if (profile_steps) {
       const auto totals = profile::totals();
       std::printf("profile over %d steps (%.2f s):\n", windows * steps_per_window, timed_seconds);
@@ -142,6 +144,15 @@ int main(int argc, char** argv) {
                     1e3 * totals[f] / (windows * steps_per_window),
                     std::string(profile::name(static_cast<profile::Family>(f))).c_str());
       }
+      const profile::GemmTotals gemm = profile::gemm_totals();
+      const double steps = windows * steps_per_window;
+      std::printf(
+          "GEMM kernels (in every family above): %.1f ms/step, %.1f%% of the step, "
+          "%.1f GFLOP/s over %.0f calls/step; everything else %.1f ms/step (%.1f%%)\n",
+          1e3 * gemm.seconds / steps, 100.0 * gemm.seconds / timed_seconds,
+          gemm.flops / gemm.seconds * 1e-9, gemm.calls / steps,
+          1e3 * (timed_seconds - gemm.seconds) / steps,
+          100.0 * (timed_seconds - gemm.seconds) / timed_seconds);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_train: %s\n", e.what());

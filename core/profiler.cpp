@@ -10,6 +10,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 bool collecting = false;
+GemmTotals gemm;
 std::array<double, static_cast<std::size_t>(Family::count)> seconds{};
 // Open scopes of the thread that drives the model (kiln's ops are called from one thread).
 thread_local std::vector<Family> open_scopes;
@@ -29,16 +30,26 @@ bool is_region(Family f) {
 
 std::string_view name(Family family) {
   switch (family) {
-    case Family::none: return "outside ops";
-    case Family::gemm: return "GEMM";
-    case Family::attention: return "attention";
-    case Family::vocabulary: return "vocabulary softmax/cross-entropy (with its GEMMs)";
-    case Family::layer_norm: return "layer_norm";
-    case Family::embedding: return "embedding";
-    case Family::optimizer: return "optimizer";
-    case Family::allocation: return "allocation";
-    case Family::other: return "elementwise, dropout, copies";
-    case Family::count: break;
+    case Family::none:
+      return "outside ops";
+    case Family::gemm:
+      return "GEMM";
+    case Family::attention:
+      return "attention";
+    case Family::vocabulary:
+      return "vocabulary softmax/cross-entropy (with its GEMMs)";
+    case Family::layer_norm:
+      return "layer_norm";
+    case Family::embedding:
+      return "embedding";
+    case Family::optimizer:
+      return "optimizer";
+    case Family::allocation:
+      return "allocation";
+    case Family::other:
+      return "elementwise, dropout, copies";
+    case Family::count:
+      break;
   }
   return "?";
 }
@@ -47,6 +58,7 @@ void enable(bool on) {
   collecting = on;
   if (on) {
     seconds.fill(0.0);
+    gemm = {};
     open_scopes.clear();
     last_switch = Clock::now();
   }
@@ -57,6 +69,14 @@ bool enabled() { return collecting; }
 std::array<double, static_cast<std::size_t>(Family::count)> totals() {
   if (collecting) charge(current(), Clock::now());
   return seconds;
+}
+
+GemmTotals gemm_totals() { return gemm; }
+
+void add_gemm(double s, double flops) {
+  gemm.seconds += s;
+  gemm.flops += flops;
+  ++gemm.calls;
 }
 
 Family current() { return open_scopes.empty() ? Family::none : open_scopes.back(); }

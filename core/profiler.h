@@ -42,6 +42,16 @@ Family effective(Family requested);
 // The innermost open family (recorded by autograd nodes for their backward).
 Family current();
 
+// Time and arithmetic inside the backend's GEMM calls, across all families: the share of the
+// step that is matrix multiplication, and the rate it runs at.
+struct GemmTotals {
+  double seconds = 0.0;
+  double flops = 0.0;
+  std::int64_t calls = 0;
+};
+GemmTotals gemm_totals();
+void add_gemm(double seconds, double flops);
+
 // Charges the time until destruction to `family` (exclusive of nested scopes).
 class Scope {
  public:

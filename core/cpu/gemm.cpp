@@ -4,11 +4,13 @@
 // one owner and the same order of additions (deterministic); a batch of small products runs one
 // product per task instead, each single-threaded inside the parallel region.
 #include <Eigen/Core>
+#include <chrono>
 #include <type_traits>
 
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/openblas.h"
 #include "core/cpu/parallel.h"
+#include "core/profiler.h"
 
 namespace kiln {
 
@@ -18,7 +20,8 @@ template <typename T>
 using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <typename T>
 using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
-template <typename M> using ConstMap = Eigen::Map<const M, 0, Eigen::OuterStride<>>;
+template <typename M>
+using ConstMap = Eigen::Map<const M, 0, Eigen::OuterStride<>>;
 
 // C (m x n) = alpha * op(A) (m x k) * op(B) (k x n) + beta * C, row-major with leading dims.
 template <typename T, typename MatA, typename MatB>
@@ -55,7 +58,8 @@ void blas_one(const OpenBlas& blas, const GemmArgs& g, const T* a, const T* b, T
   }
 }
 
-template <typename T, typename MatA, typename MatB> void gemm_batched(const GemmArgs& g) {
+template <typename T, typename MatA, typename MatB>
+void gemm_batched(const GemmArgs& g) {
   const T* a = static_cast<const T*>(g.a);
   const T* b = static_cast<const T*>(g.b);
   T* c = static_cast<T*>(g.c);
@@ -79,7 +83,8 @@ template <typename T, typename MatA, typename MatB> void gemm_batched(const Gemm
   }
 }
 
-template <typename T> void gemm_typed(const GemmArgs& g) {
+template <typename T>
+void gemm_typed(const GemmArgs& g) {
   // op(A) is A (row-major, m x k) or A^T: the k x m row-major block read as m x k column-major.
   if (!g.trans_a && !g.trans_b) gemm_batched<T, RowMajor<T>, RowMajor<T>>(g);
   if (!g.trans_a && g.trans_b) gemm_batched<T, RowMajor<T>, ColMajor<T>>(g);
@@ -90,7 +95,15 @@ template <typename T> void gemm_typed(const GemmArgs& g) {
 }  // namespace
 
 void CpuBackend::gemm(const GemmArgs& args) {
+  const bool timed = profile::enabled();
+  const auto start =
+      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   dispatch_floating(args.dtype, [&](auto tag) { gemm_typed<decltype(tag)>(args); });
+  if (timed) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    profile::add_gemm(seconds, 2.0 * args.m * args.n * args.k * args.batch);
+  }
 }
 
 }  // namespace kiln

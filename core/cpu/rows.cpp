@@ -24,7 +24,8 @@ std::int64_t visible_cols(const SoftmaxArgs& a, std::int64_t row) {
 // them, and the order of operations depends only on n (deterministic).
 constexpr std::int64_t kLanes = 16;
 
-template <typename T> T row_max(const T* x, std::int64_t n) {
+template <typename T>
+T row_max(const T* x, std::int64_t n) {
   T lane[kLanes];
   for (T& m : lane) m = -std::numeric_limits<T>::infinity();
   std::int64_t j = 0;
@@ -36,47 +37,63 @@ template <typename T> T row_max(const T* x, std::int64_t n) {
   return m;
 }
 
-// sum_j exp(x_j - shift), writing the exponentials to e when it is not null. Each block of
-// kBlock elements is summed in T lanes and the block sums in float64, so float32 rows lose no
-// accuracy over their length while the inner loop stays vectorised.
-template <typename T> double sum_exp(const T* x, std::int64_t n, T shift, T* e) {
-  constexpr std::int64_t kBlock = 256;
-  double total = 0.0;
+// sum_j exp(x_j - shift) over a short block, in T lanes.
+template <typename T>
+T block_sum_exp(const T* x, std::int64_t n, T shift) {
+  T lane[kLanes] = {};
   std::int64_t j = 0;
-  for (; j + kBlock <= n; j += kBlock) {
-    T lane[kLanes] = {};
-    for (std::int64_t b = j; b < j + kBlock; b += kLanes) {
-      for (std::int64_t k = 0; k < kLanes; ++k) {
-        const T v = vec_exp(x[b + k] - shift);
-        if (e != nullptr) e[b + k] = v;
-        lane[k] += v;
-      }
-    }
-    double block = 0.0;
-    for (std::int64_t k = 0; k < kLanes; ++k) block += lane[k];
-    total += block;
-  }
-  for (; j < n; ++j) {
-    const T v = vec_exp(x[j] - shift);
-    if (e != nullptr) e[j] = v;
-    total += v;
-  }
+  for (; j + kLanes <= n; j += kLanes)
+    for (std::int64_t k = 0; k < kLanes; ++k) lane[k] += vec_exp(x[j + k] - shift);
+  for (; j < n; ++j) lane[0] += vec_exp(x[j] - shift);
+  T total = T(0);
+  for (std::int64_t k = 0; k < kLanes; ++k) total += lane[k];
   return total;
 }
 
-template <typename T> void softmax_forward_rows(const SoftmaxArgs& a, const T* x, T* y) {
+// The max of a row and the sum of exp(x_j - max), reading the row from memory once: each block of
+// kBlock elements (which then sits in L1) gives its max and its sum of exp(x - block max), and
+// the blocks merge into a running float64 (max, sum). Rows of thousands of float32 values keep
+// float64 accuracy; -inf entries (masked keys) contribute nothing. Consumers compute
+// exp(x - max) / sum and (max - x) + log(sum), which stay exact where x - max is exact.
+template <typename T>
+struct RowStats {
+  T max;
+  double sum;
+};
+
+template <typename T>
+RowStats<T> row_stats(const T* x, std::int64_t n) {
+  constexpr std::int64_t kBlock = 512;
+  double running_max = -std::numeric_limits<double>::infinity(), running_sum = 0.0;
+  for (std::int64_t j = 0; j < n; j += kBlock) {
+    const std::int64_t len = std::min(kBlock, n - j);
+    const T m = row_max(x + j, len);
+    if (m == -std::numeric_limits<T>::infinity()) continue;
+    const double s = static_cast<double>(block_sum_exp(x + j, len, m));
+    if (m > running_max) {
+      running_sum = running_sum * std::exp(running_max - m) + s;
+      running_max = m;
+    } else {
+      running_sum += s * std::exp(m - running_max);
+    }
+  }
+  return {static_cast<T>(running_max), running_sum};
+}
+
+template <typename T>
+void softmax_forward_rows(const SoftmaxArgs& a, const T* x, T* y) {
   parallel_tasks(a.rows, a.rows * a.cols, [&](std::int64_t r) {
     const T* xr = x + r * a.cols;
     T* yr = y + r * a.cols;
     const std::int64_t n = visible_cols(a, r);
-    const T m = row_max(xr, n);
+    const RowStats<T> stats = row_stats(xr, n);
     if (a.log) {
-      const T lse = m + static_cast<T>(std::log(sum_exp(xr, n, m, static_cast<T*>(nullptr))));
-      for (std::int64_t j = 0; j < n; ++j) yr[j] = xr[j] - lse;
+      const T log_sum = static_cast<T>(std::log(stats.sum));
+      for (std::int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - stats.max) - log_sum;
       for (std::int64_t j = n; j < a.cols; ++j) yr[j] = -std::numeric_limits<T>::infinity();
     } else {
-      const T inv = static_cast<T>(1.0 / sum_exp(xr, n, m, yr));
-      for (std::int64_t j = 0; j < n; ++j) yr[j] *= inv;
+      const T inv = static_cast<T>(1.0 / stats.sum);
+      for (std::int64_t j = 0; j < n; ++j) yr[j] = vec_exp(xr[j] - stats.max) * inv;
       for (std::int64_t j = n; j < a.cols; ++j) yr[j] = T(0);
     }
   });
@@ -188,10 +205,10 @@ void cross_entropy_forward_rows(std::int64_t rows, std::int64_t cols, const T* l
                                 T* logsumexp) {
   parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
     const T* xr = logits + r * cols;
-    const T m = row_max(xr, cols);
-    const T lse = m + static_cast<T>(std::log(sum_exp(xr, cols, m, static_cast<T*>(nullptr))));
-    logsumexp[r] = lse;
-    loss[r] = targets[r] == ignore_index ? T(0) : lse - xr[targets[r]];
+    const RowStats<T> stats = row_stats(xr, cols);
+    const T log_sum = static_cast<T>(std::log(stats.sum));
+    logsumexp[r] = stats.max + log_sum;
+    loss[r] = targets[r] == ignore_index ? T(0) : (stats.max - xr[targets[r]]) + log_sum;
   });
 }
 
@@ -212,36 +229,33 @@ void cross_entropy_backward_rows(std::int64_t rows, std::int64_t cols, const T* 
   });
 }
 
-// Per row: the loss and logsumexp, then the row overwritten with softmax - onehot(target). The
-// exponentials are written while they are summed, so the last pass only scales them.
+// Per row: the loss and logsumexp (one read of the row), then the row overwritten with
+// softmax - onehot(target) (one read and write).
 template <typename T>
 void cross_entropy_with_grad_rows(std::int64_t rows, std::int64_t cols, T* logits,
                                   const std::int64_t* targets, std::int64_t ignore_index, T* loss,
                                   T* logsumexp) {
   parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
     T* xr = logits + r * cols;
-    const T m = row_max(xr, cols);
-    const T target_logit = targets[r] == ignore_index ? T(0) : xr[targets[r]];
-    const double total = sum_exp(xr, cols, m, xr);  // xr now holds exp(x - m)
-    const T lse = m + static_cast<T>(std::log(total));
-    logsumexp[r] = lse;
+    const RowStats<T> stats = row_stats(xr, cols);
+    const T log_sum = static_cast<T>(std::log(stats.sum));
+    logsumexp[r] = stats.max + log_sum;
     if (targets[r] == ignore_index) {
       loss[r] = T(0);
       std::fill(xr, xr + cols, T(0));
       return;
     }
-    loss[r] = lse - target_logit;
-    const T inv = static_cast<T>(1.0 / total);
-    for (std::int64_t j = 0; j < cols; ++j) xr[j] *= inv;
+    loss[r] = (stats.max - xr[targets[r]]) + log_sum;
+    const T inv = static_cast<T>(1.0 / stats.sum);
+    for (std::int64_t j = 0; j < cols; ++j) xr[j] = vec_exp(xr[j] - stats.max) * inv;
     xr[targets[r]] -= T(1);
   });
 }
 
 }  // namespace
 
-void CpuBackend::cross_entropy_forward_with_grad(DType dtype, std::int64_t rows,
-                                                 std::int64_t cols, void* logits,
-                                                 const std::int64_t* targets,
+void CpuBackend::cross_entropy_forward_with_grad(DType dtype, std::int64_t rows, std::int64_t cols,
+                                                 void* logits, const std::int64_t* targets,
                                                  std::int64_t ignore_index, void* loss,
                                                  void* logsumexp) {
   dispatch_floating(dtype, [&](auto tag) {
@@ -272,9 +286,9 @@ void CpuBackend::layer_norm_forward(DType dtype, std::int64_t rows, std::int64_t
                                     void* mean, void* rstd) {
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
-    layer_norm_forward_rows(rows, cols, eps, static_cast<const T*>(x),
-                            static_cast<const T*>(gamma), static_cast<const T*>(beta),
-                            static_cast<T*>(y), static_cast<T*>(mean), static_cast<T*>(rstd));
+    layer_norm_forward_rows(rows, cols, eps, static_cast<const T*>(x), static_cast<const T*>(gamma),
+                            static_cast<const T*>(beta), static_cast<T*>(y), static_cast<T*>(mean),
+                            static_cast<T*>(rstd));
   });
 }
 
