@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# kiln against PyTorch on the same machine, side by side: for each config, ROUNDS rounds that run
+# train_lm and ../shared/bench/torch_ref.py (through run_torch_ref.sh: OpenBLAS SkylakeX kernels,
+# tcmalloc) back to back with the same threads, the same WikiText-2 windows, the same recipe and
+# no evaluation. Prints each run's tokens/s, final training loss and peak resident memory, then
+# the median kiln/PyTorch ratio per config, and fails when the two losses differ by more than
+# 0.25 nats (they train the same model on the same data from different initial weights).
+#
+#   bench/compare_torch.sh [--rounds N] [--threads N] [--configs "default large-cpu"]
+#
+# Nothing else may run on the machine meanwhile: two programs spinning OpenMP threads on the same
+# cores slow each other down several times over.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=3
+threads=$(nproc)
+configs="default large-cpu"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rounds) rounds=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --configs) configs=$2; shift 2 ;;
+    *) echo "compare_torch: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+data=${KILN_DATA:-../shared/data/wikitext-2}
+torch_ref=${KILN_TORCH_REF:-../shared/bench/run_torch_ref.sh}
+train_lm=${KILN_BUILD_DIR:-build}/examples/train_lm
+[ -x "$train_lm" ] || { echo "compare_torch: build first (scripts/setup.sh)" >&2; exit 1; }
+[ -x "$torch_ref" ] || { echo "compare_torch: $torch_ref not found" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# Model flags both programs accept, and steps per run (about a minute of PyTorch each).
+config_flags() {
+  case $1 in
+    default) echo "--d-model 256 --heads 4 --layers 2 --ff 1024 --seq-len 64 --batch-size 32" ;;
+    large-cpu) echo "--d-model 512 --heads 8 --layers 4 --ff 2048 --seq-len 128 --batch-size 16" ;;
+    *) echo "compare_torch: unknown config $1" >&2; exit 2 ;;
+  esac
+}
+config_steps() { case $1 in default) echo 100 ;; large-cpu) echo 40 ;; esac; }
+
+# Runs a command under /usr/bin/time, leaving its output in $work/out and peak RSS (MB) in $work/rss.
+measure() {
+  /usr/bin/time -f "%M" -o "$work/rss.kb" "$@" >"$work/out" 2>&1 || {
+    cat "$work/out" >&2
+    exit 1
+  }
+  echo $(($(tail -1 "$work/rss.kb") / 1024)) >"$work/rss"
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+echo "compare_torch: $rounds rounds, $threads threads, data $data"
+status=0
+for config in $configs; do
+  flags=$(config_flags "$config")
+  steps=$(config_steps "$config")
+  : >"$work/ratios"
+  for round in $(seq "$rounds"); do
+    # train_lm's tokens/s counts every step, torch_ref's leaves out its first 5 (warm-up): the
+    # ratio favours PyTorch slightly. Each loss is the mean over the last 10 steps.
+    # shellcheck disable=SC2086
+    measure "$train_lm" --data "$data" --threads "$threads" --steps "$steps" --time-budget 0 \
+      --eval-every 0 --log-every 10 $flags
+    kiln_tps=$(awk '/^RESULT train_tokens_per_sec/ { print $3 }' "$work/out")
+    kiln_loss=$(grep '^step ' "$work/out" | tail -1 | sed -E 's/.*loss ([0-9.]+).*/\1/')
+    kiln_rss=$(cat "$work/rss")
+    # shellcheck disable=SC2086
+    measure "$torch_ref" --data "$data" --threads "$threads" --steps "$steps" --log-interval 10 \
+      $flags
+    torch_tps=$(awk '/^RESULT train_tokens_per_sec/ { print $3 }' "$work/out")
+    torch_loss=$(grep '^step ' "$work/out" | tail -1 | sed -E 's/.*loss ([0-9.]+).*/\1/')
+    torch_rss=$(cat "$work/rss")
+    ratio=$(awk -v k="$kiln_tps" -v t="$torch_tps" 'BEGIN { printf "%.3f", k / t }')
+    echo "$ratio" >>"$work/ratios"
+    printf '%-9s round %d: kiln %7.1f tok/s loss %.3f peak %4d MB | torch %7.1f tok/s loss %.3f peak %4d MB | ratio %s\n' \
+      "$config" "$round" "$kiln_tps" "$kiln_loss" "$kiln_rss" "$torch_tps" "$torch_loss" \
+      "$torch_rss" "$ratio"
+    if awk -v a="$kiln_loss" -v b="$torch_loss" 'BEGIN { d = a - b; exit !(d > 0.25 || d < -0.25) }'; then
+      echo "compare_torch: $config losses differ by more than 0.25 nats" >&2
+      status=1
+    fi
+  done
+  echo "RESULT compare_torch $config threads $threads median_ratio $(median <"$work/ratios")"
+done
+exit $status
