@@ -85,9 +85,9 @@ void bench_row_kernels(std::int64_t rows, std::int64_t cols, int threads, int re
                            beta.raw_data(), y.raw_data(), mean.raw_data(), rstd.raw_data());
   });
   bench_rows("layer_norm_backward", rows, cols, 12, threads, repeats, [&] {
-    cpu.layer_norm_backward(DType::f32, rows, cols, x.raw_data(), gamma.raw_data(),
-                            mean.raw_data(), rstd.raw_data(), dy.raw_data(), dx.raw_data(),
-                            dgamma.raw_data(), dbeta.raw_data());
+    cpu.layer_norm_backward(DType::f32, rows, cols, x.raw_data(), gamma.raw_data(), mean.raw_data(),
+                            rstd.raw_data(), dy.raw_data(), dx.raw_data(), dgamma.raw_data(),
+                            dbeta.raw_data());
   });
   std::vector<std::int64_t> ids(rows);
   for (std::int64_t i = 0; i < rows; ++i) ids[i] = (i * 7919) % cols;

@@ -48,8 +48,8 @@ class FunctionNode final : public Node {
     }
     std::unique_ptr<bool[]> needs(new bool[needs_grad_.size()]);
     for (std::size_t i = 0; i < needs_grad_.size(); ++i) needs[i] = needs_grad_[i];
-    return backward_(grad_output, Saved(unpacked, std::span<const bool>(needs.get(),
-                                                                        needs_grad_.size())));
+    return backward_(grad_output,
+                     Saved(unpacked, std::span<const bool>(needs.get(), needs_grad_.size())));
   }
 
   void release() override {
@@ -124,8 +124,8 @@ void record_impl(std::string_view name, const Tensor& output, const Inputs& inpu
   if (!any) return;
   std::vector<SavedTensor> saved_tensors;
   for (const Tensor& t : saved) {
-    saved_tensors.push_back(
-        t.defined() ? SavedTensor{t.detach(), t.version()} : SavedTensor{Tensor(), 0});
+    saved_tensors.push_back(t.defined() ? SavedTensor{t.detach(), t.version()}
+                                        : SavedTensor{Tensor(), 0});
   }
   AutogradMeta& meta = output.impl()->autograd_meta();
   meta.grad_fn = std::make_shared<FunctionNode>(name, std::move(edges), std::move(saved_tensors),

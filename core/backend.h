@@ -28,7 +28,15 @@ struct TensorArg {
 };
 
 enum class UnaryOp : std::uint8_t {
-  neg, exp, log, sqrt, tanh, sigmoid, relu, gelu_tanh, gelu_erf,
+  neg,
+  exp,
+  log,
+  sqrt,
+  tanh,
+  sigmoid,
+  relu,
+  gelu_tanh,
+  gelu_erf,
   pow_scalar,   // x^s
   add_scalar,   // x + s
   mul_scalar,   // x * s
@@ -38,8 +46,16 @@ enum class UnaryOp : std::uint8_t {
 };
 
 enum class BinaryOp : std::uint8_t {
-  add, sub, mul, div,
-  eq, ne, lt, le, gt, ge,  // 1 where true, 0 where false, in the inputs' dtype
+  add,
+  sub,
+  mul,
+  div,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,  // 1 where true, 0 where false, in the inputs' dtype
   // Backward of activations: (a = upstream gradient, b = the saved input x or output y).
   relu_backward,       // a * (x > 0)
   gelu_tanh_backward,  // a * gelu_tanh'(x)
@@ -119,8 +135,8 @@ class Backend {
 
   // ---- Reductions over contiguous input viewed as (outer, reduced, inner)
   // out (outer, inner) = sum over the reduced dim.
-  virtual void sum(DType dtype, const void* in, void* out, std::int64_t outer,
-                   std::int64_t reduced, std::int64_t inner) = 0;
+  virtual void sum(DType dtype, const void* in, void* out, std::int64_t outer, std::int64_t reduced,
+                   std::int64_t inner) = 0;
   // values/indices (outer, inner) = max over the reduced dim and its first index.
   virtual void max(DType dtype, const void* in, void* values, std::int64_t* indices,
                    std::int64_t outer, std::int64_t reduced, std::int64_t inner) = 0;
@@ -140,10 +156,9 @@ class Backend {
                                   const void* x, const void* gamma, const void* beta, void* y,
                                   void* mean, void* rstd) = 0;
   // dx (rows, cols), dgamma and dbeta (cols) from x, gamma, the saved mean/rstd and dy.
-  virtual void layer_norm_backward(DType dtype, std::int64_t rows, std::int64_t cols,
-                                   const void* x, const void* gamma, const void* mean,
-                                   const void* rstd, const void* dy, void* dx, void* dgamma,
-                                   void* dbeta) = 0;
+  virtual void layer_norm_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                                   const void* gamma, const void* mean, const void* rstd,
+                                   const void* dy, void* dx, void* dgamma, void* dbeta) = 0;
   // Per row: loss = logsumexp(logits) - logits[target] (0 where target == ignore_index) and the
   // logsumexp, saved for backward. Targets are valid ids or ignore_index.
   virtual void cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t cols,

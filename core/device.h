@@ -30,7 +30,8 @@ int cuda_device_count();
 
 }  // namespace kiln
 
-template <> struct fmt::formatter<kiln::Device> : fmt::formatter<std::string_view> {
+template <>
+struct fmt::formatter<kiln::Device> : fmt::formatter<std::string_view> {
   auto format(const kiln::Device& device, fmt::format_context& ctx) const {
     return fmt::formatter<std::string_view>::format(device.str(), ctx);
   }

@@ -35,8 +35,8 @@ int num_threads() { return omp_get_max_threads(); }
 
 std::string environment_summary() {
   const BuildInfo& b = build_info();
-  return fmt::format("kiln {} ({}) | cpu {} | threads {} | flags {} | gemm {} | cuda {}",
-                     b.version, b.git, cpu_model(), max_threads(), b.flags, gemm_source(),
+  return fmt::format("kiln {} ({}) | cpu {} | threads {} | flags {} | gemm {} | cuda {}", b.version,
+                     b.git, cpu_model(), max_threads(), b.flags, gemm_source(),
                      b.cuda ? "built" : "not built");
 }
 

@@ -1,7 +1,8 @@
 // Errors: every user mistake is a kiln::Error whose message names the operation and the values at
 // fault, e.g. "matmul: shapes [2, 3] and [4, 5] do not match (3 != 4)".
 //
-//   KILN_CHECK(a.dim() >= 1, "sum: expected a tensor with at least one dim, got shape {}", a.shape());
+//   KILN_CHECK(a.dim() >= 1, "sum: expected a tensor with at least one dim, got shape {}",
+//   a.shape());
 //
 // KILN_ASSERT is for internal invariants (a bug in kiln, not in the caller): it aborts in debug
 // builds and compiles away in release builds.
@@ -28,9 +29,9 @@ template <typename... Args>
 
 }  // namespace kiln
 
-#define KILN_CHECK(cond, ...)  \
-  do {                         \
-    if (!(cond)) [[unlikely]]  \
+#define KILN_CHECK(cond, ...)    \
+  do {                           \
+    if (!(cond)) [[unlikely]]    \
       ::kiln::fail(__VA_ARGS__); \
   } while (0)
 

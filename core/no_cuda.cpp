@@ -5,9 +5,10 @@
 namespace kiln {
 
 Backend& cuda_backend(int index) {
-  fail("device cuda:{}: this kiln was built without CUDA; reconfigure with -DKILN_CUDA=ON on a "
-       "machine with the CUDA toolkit",
-       index);
+  fail(
+      "device cuda:{}: this kiln was built without CUDA; reconfigure with -DKILN_CUDA=ON on a "
+      "machine with the CUDA toolkit",
+      index);
 }
 
 int cuda_device_count() { return 0; }

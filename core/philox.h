@@ -29,8 +29,7 @@ KILN_HOST_DEVICE inline void mulhilo(std::uint32_t a, std::uint32_t b, std::uint
 
 // The 4 words for a 128-bit counter (c0..c3) under a 64-bit key (k0, k1).
 KILN_HOST_DEVICE inline Words philox4x32_10(std::uint32_t c0, std::uint32_t c1, std::uint32_t c2,
-                                            std::uint32_t c3, std::uint32_t k0,
-                                            std::uint32_t k1) {
+                                            std::uint32_t c3, std::uint32_t k0, std::uint32_t k1) {
   for (int round = 0; round < 10; ++round) {
     if (round > 0) {
       k0 += 0x9E3779B9u;
@@ -50,9 +49,9 @@ KILN_HOST_DEVICE inline Words philox4x32_10(std::uint32_t c0, std::uint32_t c1, 
 
 // kiln's counter layout: the 64-bit counter index in words 0-1, the seed as the key.
 KILN_HOST_DEVICE inline Words draw(std::uint64_t seed, std::uint64_t counter) {
-  return philox4x32_10(static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32),
-                       0u, 0u, static_cast<std::uint32_t>(seed),
-                       static_cast<std::uint32_t>(seed >> 32));
+  return philox4x32_10(static_cast<std::uint32_t>(counter),
+                       static_cast<std::uint32_t>(counter >> 32), 0u, 0u,
+                       static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
 }
 
 // [0, 1) with 24 random bits (exact in float).

@@ -49,8 +49,9 @@ Shape broadcast_strides(const Shape& sizes, const Shape& strides, const Shape& t
 int normalize_dim(std::int64_t dim, std::int64_t ndim, std::string_view op) {
   const std::int64_t lo = ndim == 0 ? -1 : -ndim;
   const std::int64_t hi = ndim == 0 ? 0 : ndim - 1;
-  KILN_CHECK(dim >= lo && dim <= hi, "{}: dim {} is out of range for a tensor of {} dims ([{}, {}])",
-             op, dim, ndim, lo, hi);
+  KILN_CHECK(dim >= lo && dim <= hi,
+             "{}: dim {} is out of range for a tensor of {} dims ([{}, {}])", op, dim, ndim, lo,
+             hi);
   return static_cast<int>(dim < 0 ? dim + std::max<std::int64_t>(ndim, 1) : dim);
 }
 

@@ -39,8 +39,7 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, std::int64_t of
 }
 
 Tensor empty(const Shape& shape, TensorOptions options) {
-  for (std::int64_t s : shape)
-    KILN_CHECK(s >= 0, "empty: negative size in shape {}", shape);
+  for (std::int64_t s : shape) KILN_CHECK(s >= 0, "empty: negative size in shape {}", shape);
   auto storage =
       std::make_shared<Storage>(numel_of(shape) * dtype_size(options.dtype), options.device);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape),
@@ -77,7 +76,8 @@ void* Tensor::raw_data() const {
   return static_cast<char*>(t.storage->data()) + t.offset * dtype_size(t.dtype);
 }
 
-template <typename T> T* Tensor::data() const {
+template <typename T>
+T* Tensor::data() const {
   KILN_CHECK(dtype() == DTypeOf<T>::value, "data: tensor has dtype {}, asked for {}", dtype(),
              DTypeOf<T>::value);
   KILN_CHECK(device().is_cpu(), "data: tensor is on {}; move it with .to(Device::cpu()) first",
@@ -88,7 +88,8 @@ template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
 template std::int64_t* Tensor::data<std::int64_t>() const;
 
-template <typename T> std::vector<T> Tensor::to_vector() const {
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
   Tensor host = to(Device::cpu()).contiguous();
   std::vector<T> out(static_cast<std::size_t>(numel()));
   dispatch_dtype(dtype(), [&](auto tag) {
@@ -102,7 +103,8 @@ template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
 
-template <typename T> T Tensor::item() const {
+template <typename T>
+T Tensor::item() const {
   KILN_CHECK(numel() == 1, "item: tensor has {} elements (shape {}), expected one", numel(),
              shape());
   return to_vector<T>()[0];
@@ -111,7 +113,8 @@ template float Tensor::item<float>() const;
 template double Tensor::item<double>() const;
 template std::int64_t Tensor::item<std::int64_t>() const;
 
-template <typename T> T Tensor::at(std::initializer_list<std::int64_t> index) const {
+template <typename T>
+T Tensor::at(std::initializer_list<std::int64_t> index) const {
   KILN_CHECK(static_cast<std::int64_t>(index.size()) == dim(),
              "at: {} indices for a tensor of {} dims (shape {})", index.size(), dim(), shape());
   std::int64_t offset_elems = offset();
@@ -158,8 +161,8 @@ Tensor Tensor::grad() const {
 void Tensor::set_grad(const Tensor& grad) const {
   if (grad.defined())
     KILN_CHECK(grad.shape() == shape() && grad.dtype() == dtype() && grad.device() == device(),
-               "set_grad: gradient {} {} on {} does not match the tensor {} {} on {}",
-               grad.shape(), grad.dtype(), grad.device(), shape(), dtype(), device());
+               "set_grad: gradient {} {} on {} does not match the tensor {} {} on {}", grad.shape(),
+               grad.dtype(), grad.device(), shape(), dtype(), device());
   impl_->autograd_meta().grad = grad;
 }
 

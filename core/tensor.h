@@ -58,21 +58,25 @@ class Tensor {
 
   // ---- Data (host access)
   // Pointer to the first element; CPU tensors only, and T must match the dtype.
-  template <typename T> T* data() const;
+  template <typename T>
+  T* data() const;
   void* raw_data() const;  // the first element on the tensor's device
   // The value of a one-element tensor, converted to T (copies from the device if needed).
-  template <typename T> T item() const;
+  template <typename T>
+  T item() const;
   // One element by index, converted to T (for tests; slow).
-  template <typename T> T at(std::initializer_list<std::int64_t> index) const;
+  template <typename T>
+  T at(std::initializer_list<std::int64_t> index) const;
   // All elements in row-major order, converted to T.
-  template <typename T> std::vector<T> to_vector() const;
+  template <typename T>
+  std::vector<T> to_vector() const;
 
   // ---- Autograd
   bool requires_grad() const;
   // Marks a leaf as wanting a gradient (floating dtypes only). Returns *this.
   const Tensor& requires_grad_(bool enabled = true) const;
-  bool is_leaf() const;              // created by the user, not by a differentiable op
-  Tensor grad() const;               // accumulated gradient of a leaf (undefined before backward)
+  bool is_leaf() const;  // created by the user, not by a differentiable op
+  Tensor grad() const;   // accumulated gradient of a leaf (undefined before backward)
   void set_grad(const Tensor& grad) const;
   const std::shared_ptr<Node>& grad_fn() const;  // the node that made this tensor, or null
   // Backpropagates from this tensor: a scalar, or any shape when `gradient` is given. The graph
@@ -138,7 +142,8 @@ std::int64_t live_tensor_count();
 
 }  // namespace kiln
 
-template <> struct fmt::formatter<kiln::Tensor> : fmt::formatter<std::string_view> {
+template <>
+struct fmt::formatter<kiln::Tensor> : fmt::formatter<std::string_view> {
   auto format(const kiln::Tensor& t, fmt::format_context& ctx) const {
     return fmt::formatter<std::string_view>::format(t.str(), ctx);
   }

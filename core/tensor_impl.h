@@ -18,8 +18,8 @@ class Node;
 struct AutogradMeta {
   bool requires_grad = false;
   Tensor grad;
-  std::shared_ptr<Node> grad_fn;           // null for leaves
-  std::weak_ptr<Node> grad_accumulator;    // leaves: the node that adds into grad
+  std::shared_ptr<Node> grad_fn;         // null for leaves
+  std::weak_ptr<Node> grad_accumulator;  // leaves: the node that adds into grad
 };
 
 struct TensorImpl {
@@ -31,8 +31,8 @@ struct TensorImpl {
 
   std::shared_ptr<Storage> storage;
   Shape sizes;
-  Shape strides;          // in elements
-  std::int64_t offset;    // in elements
+  Shape strides;        // in elements
+  std::int64_t offset;  // in elements
   DType dtype;
   std::unique_ptr<AutogradMeta> autograd;
 

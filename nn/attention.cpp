@@ -38,7 +38,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, KVCache* cache, Tensor* atte
   const std::int64_t group = heads / kv_heads;  // query heads per kv head
   const std::int64_t past = cache != nullptr ? cache->length : 0;
 
-  const Tensor projected = qkv->forward(x);  // (B, T, (h + 2 kv) d_head)
+  const Tensor projected = qkv->forward(x);                      // (B, T, (h + 2 kv) d_head)
   auto heads_of = [&](std::int64_t first, std::int64_t count) {  // -> (B, count, T, d_head)
     return projected.narrow(2, first * d_head, count * d_head)
         .view({B, T, count, d_head})
@@ -78,8 +78,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, KVCache* cache, Tensor* atte
     // Group the query heads that share a kv head: (B, kv, group * T, d_head), so one batched
     // GEMM per kv head serves all of its query heads without copying K or V.
     const Tensor Qg = Q.reshape({B, kv_heads, group * T, d_head});
-    const Tensor S =
-        matmul(Qg, K.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(d_head)));
+    const Tensor S = matmul(Qg, K.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(d_head)));
     Tensor A = causal_softmax(S.view({B, kv_heads, group, T, keys}), past);  // sees keys <= t
     if (attention != nullptr) *attention = A.detach().view({B, heads, T, keys});
     A = dropout(A, attn_dropout, is_training(), gen_);

@@ -24,8 +24,8 @@ namespace kiln::nn {
 // allocated once for `capacity` positions: (B, kv_heads, capacity, d_head) each, so its memory
 // is proportional to kv_heads. Inference only: no gradient flows into cached positions.
 struct KVCache {
-  Tensor keys;    // (B, kv_heads, capacity, d_head)
-  Tensor values;  // (B, kv_heads, capacity, d_head)
+  Tensor keys;              // (B, kv_heads, capacity, d_head)
+  Tensor values;            // (B, kv_heads, capacity, d_head)
   std::int64_t length = 0;  // positions cached so far
 };
 

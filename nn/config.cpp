@@ -44,17 +44,21 @@ void TransformerConfig::validate() const {
   KILN_CHECK(attn_dropout >= 0 && attn_dropout < 1,
              "config: attn_dropout must be in [0, 1), got {}", attn_dropout);
   KILN_CHECK(position != PositionKind::rope || d_head() % 2 == 0,
-             "config: RoPE needs an even d_head, got {} (d_model {} / heads {})", d_head(),
-             d_model, heads);
+             "config: RoPE needs an even d_head, got {} (d_model {} / heads {})", d_head(), d_model,
+             heads);
 }
 
 std::string TransformerConfig::to_json() const {
   const nlohmann::json j = {
-      {"vocab", vocab},       {"d_model", d_model},
-      {"heads", heads},       {"kv_heads", kv()},
-      {"layers", layers},     {"ff", ff},
+      {"vocab", vocab},
+      {"d_model", d_model},
+      {"heads", heads},
+      {"kv_heads", kv()},
+      {"layers", layers},
+      {"ff", ff},
       {"max_seq_len", max_seq_len},
-      {"dropout", dropout},   {"attn_dropout", attn_dropout},
+      {"dropout", dropout},
+      {"attn_dropout", attn_dropout},
       {"activation", name_of(activation)},
       {"norm", name_of(norm)},
       {"position", name_of(position)},
@@ -67,16 +71,18 @@ TransformerConfig TransformerConfig::from_json(std::string_view text) {
   KILN_CHECK(j.is_object(), "config: not a JSON object: {}", text.substr(0, 200));
   TransformerConfig c;
   auto integer = [&](const char* key) {
-    KILN_CHECK(j.contains(key) && j[key].is_number_integer(), "config: '{}' is missing or not an integer",
-               key);
+    KILN_CHECK(j.contains(key) && j[key].is_number_integer(),
+               "config: '{}' is missing or not an integer", key);
     return j[key].get<std::int64_t>();
   };
   auto number = [&](const char* key) {
-    KILN_CHECK(j.contains(key) && j[key].is_number(), "config: '{}' is missing or not a number", key);
+    KILN_CHECK(j.contains(key) && j[key].is_number(), "config: '{}' is missing or not a number",
+               key);
     return j[key].get<double>();
   };
   auto text_of = [&](const char* key) {
-    KILN_CHECK(j.contains(key) && j[key].is_string(), "config: '{}' is missing or not a string", key);
+    KILN_CHECK(j.contains(key) && j[key].is_string(), "config: '{}' is missing or not a string",
+               key);
     return j[key].get<std::string>();
   };
   c.vocab = integer("vocab");

@@ -9,7 +9,10 @@
 namespace kiln::nn {
 
 enum class Activation { relu, gelu };
-enum class NormPlacement { post, pre };  // post: LayerNorm(X + sublayer(X)); pre: X + sublayer(LayerNorm(X))
+enum class NormPlacement {
+  post,
+  pre
+};  // post: LayerNorm(X + sublayer(X)); pre: X + sublayer(LayerNorm(X))
 enum class PositionKind { sinusoidal, rope };
 
 struct TransformerConfig {

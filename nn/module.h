@@ -64,8 +64,8 @@ class Module {
   // Registers a tensor that moves with the module but does not train; non-persistent buffers
   // (recomputable tables) are left out of state_dict.
   Tensor register_buffer(const std::string& name, const Tensor& value, bool persistent = true);
-  template <typename M> std::shared_ptr<M> register_module(const std::string& name,
-                                                           std::shared_ptr<M> module) {
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
     return module;
   }

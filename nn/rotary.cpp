@@ -9,9 +9,10 @@
 namespace kiln::nn {
 
 RotaryEmbedding::RotaryEmbedding(std::int64_t d_head, std::int64_t max_len, double base) {
-  KILN_CHECK(d_head > 0 && d_head % 2 == 0 && max_len > 0,
-             "RotaryEmbedding: d_head must be positive and even and max_len positive, got {} and {}",
-             d_head, max_len);
+  KILN_CHECK(
+      d_head > 0 && d_head % 2 == 0 && max_len > 0,
+      "RotaryEmbedding: d_head must be positive and even and max_len positive, got {} and {}",
+      d_head, max_len);
   const std::int64_t pairs = d_head / 2;
   std::vector<float> c(max_len * pairs), s(max_len * pairs);
   for (std::int64_t p = 0; p < max_len; ++p) {

@@ -26,8 +26,8 @@ SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(std::int64_t d_model,
 
 Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, std::int64_t offset) const {
   KILN_CHECK(x.dim() == 3 && x.size(2) == table.size(1),
-             "SinusoidalPositionalEncoding: expected input (B, T, {}), got shape {}",
-             table.size(1), x.shape());
+             "SinusoidalPositionalEncoding: expected input (B, T, {}), got shape {}", table.size(1),
+             x.shape());
   KILN_CHECK(offset >= 0 && offset + x.size(1) <= table.size(0),
              "SinusoidalPositionalEncoding: positions {}..{} exceed max_seq_len {}", offset,
              offset + x.size(1) - 1, table.size(0));

@@ -9,9 +9,9 @@ TransformerBlock::TransformerBlock(const TransformerConfig& config,
                                    std::shared_ptr<RotaryEmbedding> rope, Generator* gen,
                                    std::shared_ptr<UnaryModule> ffn_in)
     : placement_(config.norm), max_positions_(config.max_seq_len) {
-  attn = register_module("attn", std::make_shared<MultiHeadAttention>(
-                                     config.d_model, config.heads, config.kv(),
-                                     config.attn_dropout, std::move(rope), gen));
+  attn = register_module(
+      "attn", std::make_shared<MultiHeadAttention>(config.d_model, config.heads, config.kv(),
+                                                   config.attn_dropout, std::move(rope), gen));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(config.d_model));
   if (!ffn_in) ffn_in = std::make_shared<FeedForward>(config.d_model, config.ff, config.activation);
   ffn = register_module("ffn", std::move(ffn_in));
@@ -22,8 +22,8 @@ TransformerBlock::TransformerBlock(const TransformerConfig& config,
 Tensor TransformerBlock::forward(const Tensor& x, KVCache* cache, Tensor* attention) const {
   if (placement_ == NormPlacement::post) {
     const Tensor Z = attn->forward(x, cache, attention, max_positions_);
-    const Tensor x1 = norm1->forward(x + dropout_->forward(Z));         // X'
-    return norm2->forward(x1 + dropout_->forward(ffn->forward(x1)));    // X''
+    const Tensor x1 = norm1->forward(x + dropout_->forward(Z));       // X'
+    return norm2->forward(x1 + dropout_->forward(ffn->forward(x1)));  // X''
   }
   const Tensor Z = attn->forward(norm1->forward(x), cache, attention, max_positions_);
   const Tensor x1 = x + dropout_->forward(Z);

@@ -1,7 +1,8 @@
 // One transformer block. Post-LN (the original, default):
 //   X'  = LayerNorm(X + Dropout(Z)),  Z = Attention(X)
 //   X'' = LayerNorm(X' + Dropout(FFN(X')))
-// Pre-LN (option): X' = X + Dropout(Attention(LayerNorm(X))), X'' = X' + Dropout(FFN(LayerNorm(X'))).
+// Pre-LN (option): X' = X + Dropout(Attention(LayerNorm(X))), X'' = X' +
+// Dropout(FFN(LayerNorm(X'))).
 #pragma once
 
 #include <memory>

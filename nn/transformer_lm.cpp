@@ -3,9 +3,9 @@
 #include <cmath>
 
 #include "core/autograd.h"
-#include "core/ops/linear_cross_entropy.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factories.h"
+#include "core/ops/linear_cross_entropy.h"
 #include "core/ops/matmul.h"
 #include "core/profiler.h"
 
@@ -14,8 +14,8 @@ namespace kiln::nn {
 TransformerLM::TransformerLM(const TransformerConfig& config, FeedForwardFactory make_ffn)
     : config_(config) {
   config_.validate();
-  embedding = register_module("embedding",
-                              std::make_shared<Embedding>(config_.vocab, config_.d_model));
+  embedding =
+      register_module("embedding", std::make_shared<Embedding>(config_.vocab, config_.d_model));
   {
     NoGradGuard no_grad;
     embedding->weight.copy_(uniform(embedding->weight.shape(), -0.1, 0.1));
@@ -25,11 +25,11 @@ TransformerLM::TransformerLM(const TransformerConfig& config, FeedForwardFactory
     positions = register_module("positions", std::make_shared<SinusoidalPositionalEncoding>(
                                                  config_.d_model, config_.max_seq_len));
   } else {
-    rope = register_module("rope", std::make_shared<RotaryEmbedding>(config_.d_head(),
-                                                                      config_.max_seq_len));
+    rope = register_module(
+        "rope", std::make_shared<RotaryEmbedding>(config_.d_head(), config_.max_seq_len));
   }
-  dropout_ = register_module("dropout", std::make_shared<Dropout>(config_.dropout,
-                                                                  &dropout_generator_));
+  dropout_ =
+      register_module("dropout", std::make_shared<Dropout>(config_.dropout, &dropout_generator_));
   for (std::int64_t l = 0; l < config_.layers; ++l) {
     std::shared_ptr<UnaryModule> ffn = make_ffn ? make_ffn(config_) : nullptr;
     blocks.push_back(std::make_shared<TransformerBlock>(config_, rope, &dropout_generator_, ffn));

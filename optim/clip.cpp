@@ -5,9 +5,9 @@
 #include <cmath>
 #include <vector>
 
-#include "core/profiler.h"
 #include "core/autograd.h"
 #include "core/ops/op_utils.h"
+#include "core/profiler.h"
 
 namespace kiln {
 

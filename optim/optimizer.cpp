@@ -7,9 +7,9 @@
 #include <limits>
 #include <map>
 
-#include "core/profiler.h"
 #include "core/autograd.h"
 #include "core/ops/factories.h"
+#include "core/profiler.h"
 #include "core/storage.h"
 
 namespace kiln {

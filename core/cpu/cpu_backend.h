@@ -42,13 +42,13 @@ class CpuBackend final : public Backend {
   void layer_norm_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
                            const void* gamma, const void* mean, const void* rstd, const void* dy,
                            void* dx, void* dgamma, void* dbeta) override;
-  void cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t cols,
-                             const void* logits, const std::int64_t* targets,
-                             std::int64_t ignore_index, void* loss, void* logsumexp) override;
-  void cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t cols,
-                              const void* logits, const std::int64_t* targets,
-                              std::int64_t ignore_index, const void* logsumexp,
-                              const void* grad_loss, double scale, void* dlogits) override;
+  void cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t cols, const void* logits,
+                             const std::int64_t* targets, std::int64_t ignore_index, void* loss,
+                             void* logsumexp) override;
+  void cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* logits,
+                              const std::int64_t* targets, std::int64_t ignore_index,
+                              const void* logsumexp, const void* grad_loss, double scale,
+                              void* dlogits) override;
 
   void cross_entropy_forward_with_grad(DType dtype, std::int64_t rows, std::int64_t cols,
                                        void* logits, const std::int64_t* targets,
@@ -71,8 +71,8 @@ class CpuBackend final : public Backend {
 
   void adam_update(DType dtype, std::int64_t n, void* param, const void* grad, void* exp_avg,
                    void* exp_avg_sq, const AdamArgs& args) override;
-  void sgd_update(DType dtype, std::int64_t n, void* param, const void* grad,
-                  void* momentum_buffer, const SgdArgs& args) override;
+  void sgd_update(DType dtype, std::int64_t n, void* param, const void* grad, void* momentum_buffer,
+                  const SgdArgs& args) override;
 
  private:
   std::atomic<std::size_t> bytes_in_use_{0};

@@ -7,7 +7,10 @@
 namespace kiln {
 
 namespace {
-template <typename T> T* typed(const TensorArg& a) { return static_cast<T*>(a.data); }
+template <typename T>
+T* typed(const TensorArg& a) {
+  return static_cast<T*>(a.data);
+}
 }  // namespace
 
 void CpuBackend::fill(const TensorArg& out, double value) {
@@ -31,7 +34,8 @@ void CpuBackend::arange(const TensorArg& out, double start, double step) {
     using T = decltype(tag);
     T* o = typed<T>(out);
     const std::int64_t n = out.sizes[0];
-    for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(start + static_cast<double>(i) * step);
+    for (std::int64_t i = 0; i < n; ++i)
+      o[i] = static_cast<T>(start + static_cast<double>(i) * step);
   });
 }
 
@@ -109,8 +113,7 @@ void binary_loop(const TensorArg& out, const TensorArg& a, const TensorArg& b) {
 
 }  // namespace
 
-void CpuBackend::binary(BinaryOp op, const TensorArg& out, const TensorArg& a,
-                        const TensorArg& b) {
+void CpuBackend::binary(BinaryOp op, const TensorArg& out, const TensorArg& a, const TensorArg& b) {
   math::dispatch_binary(op, [&](auto op_tag) {
     constexpr BinaryOp kOp = decltype(op_tag)::value;
     if (out.dtype == DType::i64) {

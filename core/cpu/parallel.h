@@ -11,7 +11,8 @@ namespace kiln {
 constexpr std::int64_t kParallelGrain = 32768;
 
 // Runs body(task) for task in [0, tasks); in parallel when `work` (elements) is large enough.
-template <typename Body> void parallel_tasks(std::int64_t tasks, std::int64_t work, Body&& body) {
+template <typename Body>
+void parallel_tasks(std::int64_t tasks, std::int64_t work, Body&& body) {
   if (tasks <= 1 || work < kParallelGrain) {
     for (std::int64_t t = 0; t < tasks; ++t) body(t);
     return;
@@ -21,7 +22,8 @@ template <typename Body> void parallel_tasks(std::int64_t tasks, std::int64_t wo
 }
 
 // Runs body(begin, end) over [0, n) in chunks of `chunk` elements.
-template <typename Body> void parallel_chunks(std::int64_t n, std::int64_t chunk, Body&& body) {
+template <typename Body>
+void parallel_chunks(std::int64_t n, std::int64_t chunk, Body&& body) {
   const std::int64_t tasks = (n + chunk - 1) / chunk;
   parallel_tasks(tasks, n, [&](std::int64_t t) {
     const std::int64_t begin = t * chunk;

@@ -28,14 +28,16 @@ void CpuBackend::random_uniform(DType dtype, void* out, std::int64_t n, double l
   if (dtype == DType::f32) {
     float* o = static_cast<float*>(out);
     const float lo = static_cast<float>(low), span = static_cast<float>(high - low);
-    for_each_counter(n, 4, seed, offset, [&](std::int64_t i, std::int64_t j, const philox::Words& w) {
-      o[i] = lo + span * philox::uniform_float(w.w[j]);
-    });
+    for_each_counter(n, 4, seed, offset,
+                     [&](std::int64_t i, std::int64_t j, const philox::Words& w) {
+                       o[i] = lo + span * philox::uniform_float(w.w[j]);
+                     });
   } else {
     double* o = static_cast<double*>(out);
-    for_each_counter(n, 2, seed, offset, [&](std::int64_t i, std::int64_t j, const philox::Words& w) {
-      o[i] = low + (high - low) * philox::uniform_double(w.w[2 * j], w.w[2 * j + 1]);
-    });
+    for_each_counter(
+        n, 2, seed, offset, [&](std::int64_t i, std::int64_t j, const philox::Words& w) {
+          o[i] = low + (high - low) * philox::uniform_double(w.w[2 * j], w.w[2 * j + 1]);
+        });
   }
 }
 
@@ -44,22 +46,24 @@ void CpuBackend::random_normal(DType dtype, void* out, std::int64_t n, double me
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out);
-    for_each_counter(n, 2, seed, offset, [&](std::int64_t i, std::int64_t j, const philox::Words& w) {
-      o[i] = static_cast<T>(mean + std * philox::normal_from(w.w[2 * j], w.w[2 * j + 1]));
-    });
+    for_each_counter(
+        n, 2, seed, offset, [&](std::int64_t i, std::int64_t j, const philox::Words& w) {
+          o[i] = static_cast<T>(mean + std * philox::normal_from(w.w[2 * j], w.w[2 * j + 1]));
+        });
   });
 }
 
-void CpuBackend::dropout_mask(DType dtype, void* mask, std::int64_t n, double p,
-                              std::uint64_t seed, std::uint64_t offset) {
+void CpuBackend::dropout_mask(DType dtype, void* mask, std::int64_t n, double p, std::uint64_t seed,
+                              std::uint64_t offset) {
   const std::uint32_t threshold = philox::dropout_threshold(p);
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(mask);
     const T keep_value = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
-    for_each_counter(n, 4, seed, offset, [&](std::int64_t i, std::int64_t j, const philox::Words& w) {
-      o[i] = philox::dropout_keep(w.w[j], threshold) ? keep_value : T(0);
-    });
+    for_each_counter(n, 4, seed, offset,
+                     [&](std::int64_t i, std::int64_t j, const philox::Words& w) {
+                       o[i] = philox::dropout_keep(w.w[j], threshold) ? keep_value : T(0);
+                     });
   });
 }
 

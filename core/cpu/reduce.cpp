@@ -19,8 +19,7 @@ constexpr std::int64_t kRowChunk = 65536;
 constexpr std::int64_t kColumnBlock = 256;
 
 template <typename T>
-void sum_kernel(const T* in, T* out, std::int64_t outer, std::int64_t reduced,
-                std::int64_t inner) {
+void sum_kernel(const T* in, T* out, std::int64_t outer, std::int64_t reduced, std::int64_t inner) {
   if (inner == 1) {
     if (outer >= 4 || reduced <= kRowChunk) {
       parallel_tasks(outer, outer * reduced, [&](std::int64_t o) {

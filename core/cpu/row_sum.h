@@ -6,7 +6,8 @@
 
 namespace kiln {
 
-template <typename T, typename F> double row_accumulate(const T* x, std::int64_t n, F&& term) {
+template <typename T, typename F>
+double row_accumulate(const T* x, std::int64_t n, F&& term) {
   double acc[8] = {};
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -15,11 +16,13 @@ template <typename T, typename F> double row_accumulate(const T* x, std::int64_t
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-template <typename T> double row_sum(const T* x, std::int64_t n) {
+template <typename T>
+double row_sum(const T* x, std::int64_t n) {
   return row_accumulate(x, n, [](double v) { return v; });
 }
 
-template <typename T> double row_sum_squares(const T* x, std::int64_t n) {
+template <typename T>
+double row_sum_squares(const T* x, std::int64_t n) {
   return row_accumulate(x, n, [](double v) { return v * v; });
 }
 

@@ -13,7 +13,8 @@
 
 namespace kiln {
 
-template <int N> struct StridedGeometry {
+template <int N>
+struct StridedGeometry {
   std::vector<std::int64_t> sizes;
   std::array<std::vector<std::int64_t>, N> strides;
 };

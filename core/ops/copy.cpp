@@ -71,9 +71,8 @@ Tensor Tensor::to(DType target) const {
   Tensor out = empty(shape(), {target, device()});
   backend_of(*this).copy(arg_of(out), arg_of(*this));
   if (is_floating(target) && is_floating(dtype())) {
-    record("to", out, {*this}, {}, [source = dtype()](const Tensor& g, const Saved&) {
-      return Grads{g.to(source)};
-    });
+    record("to", out, {*this}, {},
+           [source = dtype()](const Tensor& g, const Saved&) { return Grads{g.to(source)}; });
   }
   return out;
 }
@@ -82,9 +81,8 @@ Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
   if (target.is_cuda()) backend_for(target);  // a clear error when there is no such device
   Tensor out = copy_across_devices(*this, target);
-  record("to", out, {*this}, {}, [source = device()](const Tensor& g, const Saved&) {
-    return Grads{g.to(source)};
-  });
+  record("to", out, {*this}, {},
+         [source = device()](const Tensor& g, const Saved&) { return Grads{g.to(source)}; });
   return out;
 }
 

@@ -33,8 +33,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   check_floating("cross_entropy", logits);
   KILN_CHECK(targets.dtype() == DType::i64, "cross_entropy: targets must be int64, got {}",
              targets.dtype());
-  KILN_CHECK(logits.device() == targets.device(),
-             "cross_entropy: logits on {} and targets on {}", logits.device(), targets.device());
+  KILN_CHECK(logits.device() == targets.device(), "cross_entropy: logits on {} and targets on {}",
+             logits.device(), targets.device());
   KILN_CHECK(logits.dim() >= 1, "cross_entropy: logits need a class dim, got a 0-dim tensor");
   const Shape leading(logits.shape().begin(), logits.shape().end() - 1);
   KILN_CHECK(targets.shape() == leading,
@@ -63,10 +63,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
          [rows, classes, ignore_index, scale](const Tensor& g, const Saved& s) {
            const Tensor grad_loss = g.contiguous();
            Tensor dlogits = empty(s[0].shape(), {g.dtype(), g.device()});
-           backend_of(g).cross_entropy_backward(
-               g.dtype(), rows, classes, s[0].raw_data(),
-               static_cast<const std::int64_t*>(s[1].raw_data()), ignore_index, s[2].raw_data(),
-               grad_loss.raw_data(), scale, dlogits.raw_data());
+           backend_of(g).cross_entropy_backward(g.dtype(), rows, classes, s[0].raw_data(),
+                                                static_cast<const std::int64_t*>(s[1].raw_data()),
+                                                ignore_index, s[2].raw_data(), grad_loss.raw_data(),
+                                                scale, dlogits.raw_data());
            return Grads{dlogits, Tensor()};
          });
   return loss;

@@ -5,8 +5,8 @@
 
 #include "core/autograd.h"
 #include "core/ops/op_utils.h"
-#include "core/profiler.h"
 #include "core/ops/reduction.h"
+#include "core/profiler.h"
 
 namespace kiln {
 
@@ -69,9 +69,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("div", BinaryOp::div, a, b);
   record("div", out, {a, b}, {a, b}, [](const Tensor& g, const Saved& s) {
     const Tensor g_over_b = div(g, s[1]);
-    return Grads{s.needs_grad(0) ? sum_to(g_over_b, s[0].shape()) : Tensor(),
-                 s.needs_grad(1) ? sum_to(neg(mul(g_over_b, div(s[0], s[1]))), s[1].shape())
-                                 : Tensor()};
+    return Grads{
+        s.needs_grad(0) ? sum_to(g_over_b, s[0].shape()) : Tensor(),
+        s.needs_grad(1) ? sum_to(neg(mul(g_over_b, div(s[0], s[1]))), s[1].shape()) : Tensor()};
   });
   return out;
 }
@@ -109,9 +109,8 @@ Tensor rsub(double a, const Tensor& b) {
 // d(a/x)/dx = -a/x^2 = -y/x.
 Tensor rdiv(double a, const Tensor& b) {
   Tensor out = unary_kernel("rdiv", UnaryOp::rdiv_scalar, b, a);
-  record("rdiv", out, {b}, {b, out}, [](const Tensor& g, const Saved& s) {
-    return Grads{neg(mul(g, div(s[1], s[0])))};
-  });
+  record("rdiv", out, {b}, {b, out},
+         [](const Tensor& g, const Saved& s) { return Grads{neg(mul(g, div(s[1], s[0])))}; });
   return out;
 }
 
@@ -124,26 +123,22 @@ Tensor neg(const Tensor& x) {
 // d exp(x) = exp(x) dx: saves the output.
 Tensor exp(const Tensor& x) {
   Tensor out = unary_kernel("exp", UnaryOp::exp, x);
-  record("exp", out, {x}, {out}, [](const Tensor& g, const Saved& s) {
-    return Grads{mul(g, s[0])};
-  });
+  record("exp", out, {x}, {out},
+         [](const Tensor& g, const Saved& s) { return Grads{mul(g, s[0])}; });
   return out;
 }
 
 Tensor log(const Tensor& x) {
   Tensor out = unary_kernel("log", UnaryOp::log, x);
-  record("log", out, {x}, {x}, [](const Tensor& g, const Saved& s) {
-    return Grads{div(g, s[0])};
-  });
+  record("log", out, {x}, {x}, [](const Tensor& g, const Saved& s) { return Grads{div(g, s[0])}; });
   return out;
 }
 
 // d sqrt(x) = dx / (2 sqrt(x)).
 Tensor sqrt(const Tensor& x) {
   Tensor out = unary_kernel("sqrt", UnaryOp::sqrt, x);
-  record("sqrt", out, {x}, {out}, [](const Tensor& g, const Saved& s) {
-    return Grads{div(mul(g, 0.5), s[0])};
-  });
+  record("sqrt", out, {x}, {out},
+         [](const Tensor& g, const Saved& s) { return Grads{div(mul(g, 0.5), s[0])}; });
   return out;
 }
 
@@ -201,11 +196,23 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation) {
   return out;
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) { return binary_kernel("eq", BinaryOp::eq, a, b, true); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary_kernel("ne", BinaryOp::ne, a, b, true); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary_kernel("lt", BinaryOp::lt, a, b, true); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary_kernel("le", BinaryOp::le, a, b, true); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary_kernel("gt", BinaryOp::gt, a, b, true); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary_kernel("ge", BinaryOp::ge, a, b, true); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return binary_kernel("eq", BinaryOp::eq, a, b, true);
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return binary_kernel("ne", BinaryOp::ne, a, b, true);
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return binary_kernel("lt", BinaryOp::lt, a, b, true);
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return binary_kernel("le", BinaryOp::le, a, b, true);
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return binary_kernel("gt", BinaryOp::gt, a, b, true);
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return binary_kernel("ge", BinaryOp::ge, a, b, true);
+}
 
 }  // namespace kiln

@@ -50,8 +50,7 @@ namespace {
 Generator& pick(Generator* gen) { return gen != nullptr ? *gen : default_generator(); }
 }  // namespace
 
-Tensor uniform(const Shape& shape, double low, double high, TensorOptions options,
-               Generator* gen) {
+Tensor uniform(const Shape& shape, double low, double high, TensorOptions options, Generator* gen) {
   KILN_CHECK(is_floating(options.dtype), "uniform: needs a float dtype, got {}", options.dtype);
   KILN_CHECK(low <= high, "uniform: low {} is above high {}", low, high);
   Tensor out = empty(shape, options);
@@ -66,8 +65,7 @@ Tensor rand(const Shape& shape, TensorOptions options, Generator* gen) {
   return uniform(shape, 0.0, 1.0, options, gen);
 }
 
-Tensor normal(const Shape& shape, double mean, double std, TensorOptions options,
-              Generator* gen) {
+Tensor normal(const Shape& shape, double mean, double std, TensorOptions options, Generator* gen) {
   KILN_CHECK(is_floating(options.dtype), "normal: needs a float dtype, got {}", options.dtype);
   KILN_CHECK(std >= 0.0, "normal: std must be non-negative, got {}", std);
   Tensor out = empty(shape, options);

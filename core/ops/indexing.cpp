@@ -35,8 +35,8 @@ Tensor scatter_add(const Tensor& grad, const Tensor& ids, std::int64_t rows) {
   Tensor out = zeros({rows, cols}, {grad.dtype(), grad.device()});
   if (ids.numel() > 0 && cols > 0)
     backend_of(grad).scatter_add_rows(grad.dtype(), grad.raw_data(),
-                                      static_cast<const std::int64_t*>(ids.raw_data()),
-                                      ids.numel(), cols, out.raw_data(), rows);
+                                      static_cast<const std::int64_t*>(ids.raw_data()), ids.numel(),
+                                      cols, out.raw_data(), rows);
   return out;
 }
 
@@ -51,15 +51,14 @@ Tensor select_along(const Tensor& x, int dim, const Tensor& index) {
   front_shape[0] = index.numel();
   Tensor out = gather(front.view({rows, cols}), index).view(front_shape).transpose(0, dim);
   if (dim != 0) out = out.contiguous();
-  record("index_select", out, {x, index}, {index},
-         [dim, rows](const Tensor& g, const Saved& s) {
-           const Tensor g_front = g.transpose(0, dim).contiguous();
-           Shape grad_shape = g_front.shape();
-           grad_shape[0] = rows;
-           const Tensor g_rows = g_front.view({g_front.size(0), -1});
-           const Tensor grad = scatter_add(g_rows, s[0], rows).view(grad_shape).transpose(0, dim);
-           return Grads{grad.contiguous(), Tensor()};
-         });
+  record("index_select", out, {x, index}, {index}, [dim, rows](const Tensor& g, const Saved& s) {
+    const Tensor g_front = g.transpose(0, dim).contiguous();
+    Shape grad_shape = g_front.shape();
+    grad_shape[0] = rows;
+    const Tensor g_rows = g_front.view({g_front.size(0), -1});
+    const Tensor grad = scatter_add(g_rows, s[0], rows).view(grad_shape).transpose(0, dim);
+    return Grads{grad.contiguous(), Tensor()};
+  });
   return out;
 }
 
@@ -84,8 +83,8 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
   check_defined("embedding", ids);
   KILN_CHECK(table.dim() == 2, "embedding: table must be 2-D (V, D), got shape {}", table.shape());
   KILN_CHECK(ids.dtype() == DType::i64, "embedding: ids must be int64, got {}", ids.dtype());
-  KILN_CHECK(table.device() == ids.device(), "embedding: table on {} and ids on {}",
-             table.device(), ids.device());
+  KILN_CHECK(table.device() == ids.device(), "embedding: table on {} and ids on {}", table.device(),
+             ids.device());
   const Tensor flat = ids.contiguous().view({-1});
   check_ids("embedding", flat, table.size(0));
   Shape out_shape = ids.shape();

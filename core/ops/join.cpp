@@ -21,8 +21,7 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim_in) {
     bool compatible = t.dim() == first.dim();
     for (std::int64_t d = 0; compatible && d < t.dim(); ++d)
       compatible = d == dim || t.shape()[d] == first.shape()[d];
-    KILN_CHECK(compatible,
-               "cat: tensor {} has shape {}, which does not match {} outside dim {}", i,
+    KILN_CHECK(compatible, "cat: tensor {} has shape {}, which does not match {} outside dim {}", i,
                t.shape(), first.shape(), dim);
     shape[dim] += t.shape()[dim];
   }
@@ -39,7 +38,8 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim_in) {
   for (const Tensor& t : tensors) lengths.push_back(t.shape()[dim]);
   record("cat", out, tensors, {}, [dim, starts, lengths](const Tensor& g, const Saved&) {
     Grads grads;
-    for (std::size_t i = 0; i < starts.size(); ++i) grads.push_back(g.narrow(dim, starts[i], lengths[i]));
+    for (std::size_t i = 0; i < starts.size(); ++i)
+      grads.push_back(g.narrow(dim, starts[i], lengths[i]));
     return grads;
   });
   return out;
@@ -70,7 +70,8 @@ std::vector<Tensor> split(const Tensor& x, std::int64_t size, std::int64_t dim_i
   KILN_CHECK(size > 0, "split: piece size must be positive, got {}", size);
   const int dim = normalize_dim(dim_in, x.dim(), "split");
   std::vector<std::int64_t> sizes;
-  for (std::int64_t left = x.size(dim); left > 0; left -= size) sizes.push_back(std::min(size, left));
+  for (std::int64_t left = x.size(dim); left > 0; left -= size)
+    sizes.push_back(std::min(size, left));
   return split(x, sizes, dim);
 }
 

@@ -11,7 +11,8 @@ namespace kiln {
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim);
 
 // Views of consecutive pieces along dim with the given sizes (which must add up to its size).
-std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t dim);
+std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes,
+                          std::int64_t dim);
 // Views of pieces of `size` along dim (the last may be smaller).
 std::vector<Tensor> split(const Tensor& x, std::int64_t size, std::int64_t dim);
 

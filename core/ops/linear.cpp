@@ -15,8 +15,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_floating("linear", x);
   check_same_dtype_device("linear", x, weight);
   KILN_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
-             "linear: x {} and weight {} must be (N, in) and (out, in)", x.shape(),
-             weight.shape());
+             "linear: x {} and weight {} must be (N, in) and (out, in)", x.shape(), weight.shape());
   const std::int64_t rows = x.size(0), out_features = weight.size(0);
   if (bias.defined()) {
     check_same_dtype_device("linear", x, bias);
@@ -44,8 +43,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   record("linear", y, {x, weight, bias}, {input, w}, [](const Tensor& dy, const Saved& s) {
     Tensor dx, dw, db;
-    if (s.needs_grad(0)) dx = matmul(dy, s[1]);          // (N, out) (out, in)
-    if (s.needs_grad(1)) dw = matmul(dy.t(), s[0]);      // (out, N) (N, in)
+    if (s.needs_grad(0)) dx = matmul(dy, s[1]);      // (N, out) (out, in)
+    if (s.needs_grad(1)) dw = matmul(dy.t(), s[0]);  // (out, N) (N, in)
     if (s.needs_grad(2)) db = sum(dy, {0});
     return Grads{dx, dw, db};
   });

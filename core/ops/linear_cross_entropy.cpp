@@ -54,8 +54,8 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   if (gradient) {
     logits = empty({rows, classes}, {x.dtype(), x.device()});
     gemm_into(logits, input, false, w, true, 1.0);  // X W^T
-    backend.cross_entropy_forward_with_grad(x.dtype(), rows, classes, logits.raw_data(),
-                                            target_ids, ignore_index, row_loss.raw_data(),
+    backend.cross_entropy_forward_with_grad(x.dtype(), rows, classes, logits.raw_data(), target_ids,
+                                            ignore_index, row_loss.raw_data(),
                                             logsumexp.raw_data());
   } else {
     // Without a gradient the logits are only read once more: compute them a block of rows at a
@@ -66,8 +66,8 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
       const std::int64_t n = std::min(kRowBlock, rows - r0);
       const Tensor block_logits = block.narrow(0, 0, n);
       gemm_into(block_logits, input.narrow(0, r0, n), false, w, true, 1.0);
-      backend.cross_entropy_forward(x.dtype(), n, classes, block_logits.raw_data(),
-                                    target_ids + r0, ignore_index,
+      backend.cross_entropy_forward(x.dtype(), n, classes, block_logits.raw_data(), target_ids + r0,
+                                    ignore_index,
                                     static_cast<char*>(row_loss.raw_data()) + r0 * element,
                                     static_cast<char*>(logsumexp.raw_data()) + r0 * element);
     }

@@ -3,8 +3,8 @@
 
 #include "core/autograd.h"
 #include "core/ops/op_utils.h"
-#include "core/profiler.h"
 #include "core/ops/reduction.h"
+#include "core/profiler.h"
 
 namespace kiln {
 

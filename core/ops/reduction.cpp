@@ -23,8 +23,8 @@ std::vector<int> reduced_dims(const Tensor& x, const std::vector<std::int64_t>& 
   }
   for (std::int64_t d : dims) out.push_back(normalize_dim(d, x.dim(), op));
   std::sort(out.begin(), out.end());
-  KILN_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(),
-             "{}: dim repeated in {}", op, dims);
+  KILN_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), "{}: dim repeated in {}", op,
+             dims);
   return out;
 }
 
@@ -93,8 +93,7 @@ MaxResult max(const Tensor& x, std::int64_t dim, bool keepdim) {
   check_floating("max", x);
   KILN_CHECK(x.dim() > 0, "max: expected a tensor with at least one dim, got a scalar");
   const int d = normalize_dim(dim, x.dim(), "max");
-  KILN_CHECK(x.shape()[d] > 0, "max: cannot take the max over an empty dim (shape {})",
-             x.shape());
+  KILN_CHECK(x.shape()[d] > 0, "max: cannot take the max over an empty dim (shape {})", x.shape());
   const Tensor input = x.contiguous();
   const Shape& s = x.shape();
   std::int64_t outer = 1, inner = 1;
@@ -109,8 +108,7 @@ MaxResult max(const Tensor& x, std::int64_t dim, bool keepdim) {
   record("max", values, {x}, {indices}, [d, in_shape = s](const Tensor& g, const Saved& saved) {
     Shape positions_shape(in_shape.size(), 1);
     positions_shape[d] = in_shape[d];
-    const Tensor positions =
-        arange(in_shape[d], {DType::i64, g.device()}).view(positions_shape);
+    const Tensor positions = arange(in_shape[d], {DType::i64, g.device()}).view(positions_shape);
     const Tensor selected = eq(positions, saved[0]).to(g.dtype());
     return Grads{mul(selected, g)};
   });
@@ -133,8 +131,8 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
     } else if (shape[i - lead] == 1 && x.shape()[i] != 1) {
       dims.push_back(static_cast<std::int64_t>(i));
     } else {
-      KILN_CHECK(shape[i - lead] == x.shape()[i], "sum_to: cannot reduce shape {} to {}",
-                 x.shape(), shape);
+      KILN_CHECK(shape[i - lead] == x.shape()[i], "sum_to: cannot reduce shape {} to {}", x.shape(),
+                 shape);
     }
   }
   return sum(x, dims, true).reshape(shape);

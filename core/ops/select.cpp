@@ -23,24 +23,26 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_defined("where", a);
   check_defined("where", b);
   check_same_dtype_device("where", a, b);
-  KILN_CHECK(cond.device() == a.device(), "where: condition on {} and values on {}",
-             cond.device(), a.device());
+  KILN_CHECK(cond.device() == a.device(), "where: condition on {} and values on {}", cond.device(),
+             a.device());
   const Shape shape =
       broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = where_kernel(cond, a, b, shape);
-  record("where", out, {a, b}, {cond}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const Saved& s) {
-    const Tensor zero = zeros({}, {g.dtype(), g.device()});
-    return Grads{s.needs_grad(0) ? sum_to(where_kernel(s[0], g, zero, g.shape()), sa) : Tensor(),
-                 s.needs_grad(1) ? sum_to(where_kernel(s[0], zero, g, g.shape()), sb) : Tensor()};
-  });
+  record("where", out, {a, b}, {cond},
+         [sa = a.shape(), sb = b.shape()](const Tensor& g, const Saved& s) {
+           const Tensor zero = zeros({}, {g.dtype(), g.device()});
+           return Grads{
+               s.needs_grad(0) ? sum_to(where_kernel(s[0], g, zero, g.shape()), sa) : Tensor(),
+               s.needs_grad(1) ? sum_to(where_kernel(s[0], zero, g, g.shape()), sb) : Tensor()};
+         });
   return out;
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   check_defined("masked_fill", x);
   check_defined("masked_fill", mask);
-  KILN_CHECK(mask.device() == x.device(), "masked_fill: mask on {} and tensor on {}",
-             mask.device(), x.device());
+  KILN_CHECK(mask.device() == x.device(), "masked_fill: mask on {} and tensor on {}", mask.device(),
+             x.device());
   KILN_CHECK(broadcast_shapes(mask.shape(), x.shape(), "masked_fill") == x.shape(),
              "masked_fill: mask of shape {} does not broadcast to the tensor's shape {}",
              mask.shape(), x.shape());

@@ -14,8 +14,7 @@ namespace kiln {
 namespace {
 
 // Replaces one -1 in `shape` so that it holds numel elements.
-Shape infer_size(const Shape& shape, std::int64_t numel, std::string_view op,
-                 const Shape& from) {
+Shape infer_size(const Shape& shape, std::int64_t numel, std::string_view op, const Shape& from) {
   Shape out = shape;
   std::int64_t known = 1;
   int infer = -1;
@@ -89,10 +88,9 @@ Tensor Tensor::view(const Shape& shape_in) const {
              "reshape() (which copies) or call contiguous() first",
              sizes, strides(), shape());
   const Shape in_shape = shape();
-  return differentiable_view("view", *this, sizes, *strides_out, offset(),
-                             [in_shape](const Tensor& g, const Saved&) -> Grads {
-                               return {g.reshape(in_shape)};
-                             });
+  return differentiable_view(
+      "view", *this, sizes, *strides_out, offset(),
+      [in_shape](const Tensor& g, const Saved&) -> Grads { return {g.reshape(in_shape)}; });
 }
 
 Tensor Tensor::reshape(const Shape& shape_in) const {
@@ -105,16 +103,14 @@ Tensor Tensor::transpose(std::int64_t dim0, std::int64_t dim1) const {
   const int d0 = normalize_dim(dim0, dim(), "transpose");
   const int d1 = normalize_dim(dim1, dim(), "transpose");
   Shape sizes = shape(), strides_out = strides();
-  if (dim() == 0) return differentiable_view("transpose", *this, sizes, strides_out, offset(),
-                                             [](const Tensor& g, const Saved&) -> Grads {
-                                               return {g};
-                                             });
+  if (dim() == 0)
+    return differentiable_view("transpose", *this, sizes, strides_out, offset(),
+                               [](const Tensor& g, const Saved&) -> Grads { return {g}; });
   std::swap(sizes[d0], sizes[d1]);
   std::swap(strides_out[d0], strides_out[d1]);
-  return differentiable_view("transpose", *this, sizes, strides_out, offset(),
-                             [d0, d1](const Tensor& g, const Saved&) -> Grads {
-                               return {g.transpose(d0, d1)};
-                             });
+  return differentiable_view(
+      "transpose", *this, sizes, strides_out, offset(),
+      [d0, d1](const Tensor& g, const Saved&) -> Grads { return {g.transpose(d0, d1)}; });
 }
 
 Tensor Tensor::t() const {
@@ -135,10 +131,9 @@ Tensor Tensor::permute(const std::vector<std::int64_t>& dims) const {
     sizes[i] = shape()[d];
     strides_out[i] = strides()[d];
   }
-  return differentiable_view("permute", *this, sizes, strides_out, offset(),
-                             [inverse](const Tensor& g, const Saved&) -> Grads {
-                               return {g.permute(inverse)};
-                             });
+  return differentiable_view(
+      "permute", *this, sizes, strides_out, offset(),
+      [inverse](const Tensor& g, const Saved&) -> Grads { return {g.permute(inverse)}; });
 }
 
 Tensor Tensor::slice(std::int64_t dim_in, std::int64_t start, std::int64_t end,
@@ -207,10 +202,9 @@ Tensor Tensor::expand(const Shape& shape_in) const {
     strides_out[i] = have == want ? strides()[i - lead] : 0;
   }
   const Shape in_shape = shape();
-  return differentiable_view("expand", *this, sizes, strides_out, offset(),
-                             [in_shape](const Tensor& g, const Saved&) -> Grads {
-                               return {sum_to(g, in_shape)};
-                             });
+  return differentiable_view(
+      "expand", *this, sizes, strides_out, offset(),
+      [in_shape](const Tensor& g, const Saved&) -> Grads { return {sum_to(g, in_shape)}; });
 }
 
 Tensor Tensor::squeeze(std::int64_t dim_in) const {
@@ -220,24 +214,21 @@ Tensor Tensor::squeeze(std::int64_t dim_in) const {
   sizes.erase(sizes.begin() + d);
   strides_out.erase(strides_out.begin() + d);
   const Shape in_shape = shape();
-  return differentiable_view("squeeze", *this, sizes, strides_out, offset(),
-                             [in_shape](const Tensor& g, const Saved&) -> Grads {
-                               return {g.reshape(in_shape)};
-                             });
+  return differentiable_view(
+      "squeeze", *this, sizes, strides_out, offset(),
+      [in_shape](const Tensor& g, const Saved&) -> Grads { return {g.reshape(in_shape)}; });
 }
 
 Tensor Tensor::unsqueeze(std::int64_t dim_in) const {
   const int d = normalize_dim(dim_in, dim() + 1, "unsqueeze");
   Shape sizes = shape(), strides_out = strides();
-  const std::int64_t stride =
-      d < dim() ? shape()[d] * strides()[d] : 1;
+  const std::int64_t stride = d < dim() ? shape()[d] * strides()[d] : 1;
   sizes.insert(sizes.begin() + d, 1);
   strides_out.insert(strides_out.begin() + d, stride);
   const Shape in_shape = shape();
-  return differentiable_view("unsqueeze", *this, sizes, strides_out, offset(),
-                             [in_shape](const Tensor& g, const Saved&) -> Grads {
-                               return {g.reshape(in_shape)};
-                             });
+  return differentiable_view(
+      "unsqueeze", *this, sizes, strides_out, offset(),
+      [in_shape](const Tensor& g, const Saved&) -> Grads { return {g.reshape(in_shape)}; });
 }
 
 }  // namespace kiln

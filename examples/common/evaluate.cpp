@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "core/autograd.h"
-#include "core/ops/linear_cross_entropy.h"
 #include "core/ops/factories.h"
+#include "core/ops/linear_cross_entropy.h"
 
 namespace kiln {
 

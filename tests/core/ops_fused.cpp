@@ -19,72 +19,184 @@ Tensor ids(const std::vector<std::int64_t>& values, const Shape& shape) {
 }
 
 const bool softmax_rows = [] {
-  register_op({"softmax", [](const Inputs& x) { return softmax(x[0], -1); },
-               {{"rows", [](DType d, Generator& g) { return Inputs{u({3, 5}, d, g)}; }},
-                {"dim0", [](DType d, Generator& g) { return Inputs{u({4, 3}, d, g)}; }, {},
+  register_op({"softmax",
+               [](const Inputs& x) { return softmax(x[0], -1); },
+               {{"rows",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({3, 5}, d, g)};
+                 }},
+                {"dim0",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({4, 3}, d, g)};
+                 },
+                 {},
                  [](const Inputs& x) { return softmax(x[0], 0); }},
-                {"middle_dim_3d", [](DType d, Generator& g) { return Inputs{u({2, 4, 3}, d, g)}; }, {},
+                {"middle_dim_3d",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({2, 4, 3}, d, g)};
+                 },
+                 {},
                  [](const Inputs& x) { return softmax(x[0], 1); }}},
                {{"int64 input", [] { softmax(arange(3, {.dtype = DType::i64})); }},
                 {"0-dim input", [] { softmax(ones({})); }},
-                {"dim out of range", [] { softmax(ones({2, 3}), 2); }}}});
-  register_op({"log_softmax", [](const Inputs& x) { return log_softmax(x[0], -1); },
-               {{"rows", [](DType d, Generator& g) { return Inputs{u({3, 5}, d, g)}; }},
-                {"dim0", [](DType d, Generator& g) { return Inputs{u({4, 3}, d, g)}; }, {},
+                {"dim out of range", [] {
+                   softmax(ones({2, 3}), 2);
+                 }}}});
+  register_op({"log_softmax",
+               [](const Inputs& x) { return log_softmax(x[0], -1); },
+               {{"rows",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({3, 5}, d, g)};
+                 }},
+                {"dim0",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({4, 3}, d, g)};
+                 },
+                 {},
                  [](const Inputs& x) { return log_softmax(x[0], 0); }}},
                {{"int64 input", [] { log_softmax(arange(3, {.dtype = DType::i64})); }},
-                {"dim out of range", [] { log_softmax(ones({2, 3}), -3); }}}});
-  register_op({"causal_softmax", [](const Inputs& x) { return causal_softmax(x[0]); },
-               {{"square", [](DType d, Generator& g) { return Inputs{u({2, 4, 4}, d, g)}; }},
-                {"with_cache", [](DType d, Generator& g) { return Inputs{u({2, 3, 5}, d, g)}; }, {},
+                {"dim out of range", [] {
+                   log_softmax(ones({2, 3}), -3);
+                 }}}});
+  register_op({"causal_softmax",
+               [](const Inputs& x) { return causal_softmax(x[0]); },
+               {{"square",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({2, 4, 4}, d, g)};
+                 }},
+                {"with_cache",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({2, 3, 5}, d, g)};
+                 },
+                 {},
                  [](const Inputs& x) { return causal_softmax(x[0], 2); }},
-                {"heads_4d", [](DType d, Generator& g) { return Inputs{u({2, 2, 3, 3}, d, g)}; }}},
+                {"heads_4d",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({2, 2, 3, 3}, d, g)};
+                 }}},
                {{"1-D scores", [] { causal_softmax(ones({4})); }},
-                {"fewer keys than queries", [] { causal_softmax(ones({4, 3})); }},
-                {"offset past the keys", [] { causal_softmax(ones({2, 4}), 3); }}}});
+                {"fewer keys than queries",
+                 [] {
+                   causal_softmax(ones({4, 3}));
+                 }},
+                {"offset past the keys", [] {
+                   causal_softmax(ones({2, 4}), 3);
+                 }}}});
   return true;
 }();
 
 const bool norm_and_loss_rows = [] {
   register_op({"layer_norm",
                [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); },
-               {{"rows", [](DType d, Generator& g) { return Inputs{u({4, 6}, d, g), u({6}, d, g), u({6}, d, g)}; }},
-                {"batch_3d", [](DType d, Generator& g) { return Inputs{u({2, 3, 5}, d, g, -3, 3), u({5}, d, g), u({5}, d, g)}; }},
-                {"eps_1e-2", [](DType d, Generator& g) { return Inputs{u({3, 4}, d, g), u({4}, d, g), u({4}, d, g)}; }, {},
+               {{"rows",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({4, 6}, d, g), u({6}, d, g), u({6}, d, g)};
+                 }},
+                {"batch_3d",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({2, 3, 5}, d, g, -3, 3), u({5}, d, g), u({5}, d, g)};
+                 }},
+                {"eps_1e-2",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({3, 4}, d, g), u({4}, d, g), u({4}, d, g)};
+                 },
+                 {},
                  [](const Inputs& x) { return layer_norm(x[0], x[1], x[2], 1e-2); }}},
-               {{"gamma of the wrong size", [] { layer_norm(ones({2, 3}), ones({4}), ones({3})); }},
-                {"non-positive eps", [] { layer_norm(ones({2, 3}), ones({3}), ones({3}), 0.0); }},
-                {"mixed dtypes", [] { layer_norm(ones({2, 3}), ones({3}, {.dtype = DType::f64}), ones({3})); }}}});
+               {{"gamma of the wrong size",
+                 [] {
+                   layer_norm(ones({2, 3}), ones({4}), ones({3}));
+                 }},
+                {"non-positive eps",
+                 [] {
+                   layer_norm(ones({2, 3}), ones({3}), ones({3}), 0.0);
+                 }},
+                {"mixed dtypes", [] {
+                   layer_norm(ones({2, 3}), ones({3}, {.dtype = DType::f64}), ones({3}));
+                 }}}});
   register_op({"cross_entropy",
                [](const Inputs& x) { return cross_entropy(x[0], x[1]); },
-               {{"rows", [](DType d, Generator& g) { return Inputs{u({5, 7}, d, g), ids({0, 6, 3, 3, 1}, {5})}; }},
-                {"ignore_index", [](DType d, Generator& g) { return Inputs{u({4, 6}, d, g), ids({2, -100, 5, -100}, {4})}; }},
-                {"batch_3d", [](DType d, Generator& g) { return Inputs{u({2, 3, 4}, d, g), ids({0, 1, 2, 3, 3, 0}, {2, 3})}; }},
-                {"custom_ignore", [](DType d, Generator& g) { return Inputs{u({3, 4}, d, g), ids({0, 3, 1}, {3})}; }, {},
+               {{"rows",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({5, 7}, d, g), ids({0, 6, 3, 3, 1}, {5})};
+                 }},
+                {"ignore_index",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({4, 6}, d, g), ids({2, -100, 5, -100}, {4})};
+                 }},
+                {"batch_3d",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({2, 3, 4}, d, g), ids({0, 1, 2, 3, 3, 0}, {2, 3})};
+                 }},
+                {"custom_ignore",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({3, 4}, d, g), ids({0, 3, 1}, {3})};
+                 },
+                 {},
                  [](const Inputs& x) { return cross_entropy(x[0], x[1], 3); }}},
-               {{"target out of range", [] { cross_entropy(ones({2, 3}), ids({0, 3}, {2})); }},
-                {"negative target", [] { cross_entropy(ones({2, 3}), ids({-1, 0}, {2})); }},
-                {"every target ignored", [] { cross_entropy(ones({2, 3}), ids({-100, -100}, {2})); }},
-                {"float targets", [] { cross_entropy(ones({2, 3}), ones({2})); }},
-                {"targets of the wrong shape", [] { cross_entropy(ones({2, 3}), ids({0, 1, 2}, {3})); }}}});
+               {{"target out of range",
+                 [] {
+                   cross_entropy(ones({2, 3}), ids({0, 3}, {2}));
+                 }},
+                {"negative target",
+                 [] {
+                   cross_entropy(ones({2, 3}), ids({-1, 0}, {2}));
+                 }},
+                {"every target ignored",
+                 [] {
+                   cross_entropy(ones({2, 3}), ids({-100, -100}, {2}));
+                 }},
+                {"float targets",
+                 [] {
+                   cross_entropy(ones({2, 3}), ones({2}));
+                 }},
+                {"targets of the wrong shape", [] {
+                   cross_entropy(ones({2, 3}), ids({0, 1, 2}, {3}));
+                 }}}});
   return true;
 }();
 
 const bool indexing_rows = [] {
   register_op({"index_select",
                [](const Inputs& x) { return index_select(x[0], 0, x[1]); },
-               {{"repeated_rows", [](DType d, Generator& g) { return Inputs{u({5, 3}, d, g), ids({4, 0, 4, 2, 4}, {5})}; }},
-                {"dim1", [](DType d, Generator& g) { return Inputs{u({2, 4, 3}, d, g), ids({3, 3, 0}, {3})}; }, {},
+               {{"repeated_rows",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({5, 3}, d, g), ids({4, 0, 4, 2, 4}, {5})};
+                 }},
+                {"dim1",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({2, 4, 3}, d, g), ids({3, 3, 0}, {3})};
+                 },
+                 {},
                  [](const Inputs& x) { return index_select(x[0], 1, x[1]); }}},
-               {{"id out of range", [] { index_select(ones({3, 2}), 0, ids({3}, {1})); }},
-                {"2-D ids", [] { index_select(ones({3, 2}), 0, ids({0, 1}, {1, 2})); }},
-                {"float ids", [] { index_select(ones({3, 2}), 0, ones({2})); }}}});
+               {{"id out of range",
+                 [] {
+                   index_select(ones({3, 2}), 0, ids({3}, {1}));
+                 }},
+                {"2-D ids",
+                 [] {
+                   index_select(ones({3, 2}), 0, ids({0, 1}, {1, 2}));
+                 }},
+                {"float ids", [] {
+                   index_select(ones({3, 2}), 0, ones({2}));
+                 }}}});
   register_op({"embedding",
                [](const Inputs& x) { return embedding(x[0], x[1]); },
-               {{"repeated_ids", [](DType d, Generator& g) { return Inputs{u({6, 4}, d, g), ids({5, 1, 5, 0, 5, 2}, {2, 3})}; }},
-                {"single_id", [](DType d, Generator& g) { return Inputs{u({3, 2}, d, g), ids({1}, {})}; }}},
-               {{"id equal to the vocabulary size", [] { embedding(ones({6, 4}), ids({1, 6}, {2})); }},
-                {"negative id", [] { embedding(ones({6, 4}), ids({-1}, {1})); }},
+               {{"repeated_ids",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({6, 4}, d, g), ids({5, 1, 5, 0, 5, 2}, {2, 3})};
+                 }},
+                {"single_id",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({3, 2}, d, g), ids({1}, {})};
+                 }}},
+               {{"id equal to the vocabulary size",
+                 [] {
+                   embedding(ones({6, 4}), ids({1, 6}, {2}));
+                 }},
+                {"negative id",
+                 [] {
+                   embedding(ones({6, 4}), ids({-1}, {1}));
+                 }},
                 {"1-D table", [] { embedding(ones({6}), ids({1}, {1})); }}}});
   return true;
 }();
@@ -96,49 +208,88 @@ const bool dropout_and_select_rows = [] {
                  Generator gen(42);
                  return dropout(x[0], 0.3, true, &gen);
                },
-               {{"matrix", [](DType d, Generator& g) { return Inputs{u({4, 5}, d, g)}; }},
-                {"transposed", [](DType d, Generator& g) { return Inputs{u({5, 4}, d, g).t()}; }}},
+               {{"matrix",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({4, 5}, d, g)};
+                 }},
+                {"transposed",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({5, 4}, d, g).t()};
+                 }}},
                {{"p = 1", [] { dropout(ones({2}), 1.0, true); }},
                 {"negative p", [] { dropout(ones({2}), -0.1, true); }},
                 {"int64 input", [] { dropout(arange(2, {.dtype = DType::i64}), 0.5, true); }}}});
   register_op({"where",
                [](const Inputs& x) { return where(x[0], x[1], x[2]); },
-               {{"broadcast", [](DType d, Generator& g) {
-                   return Inputs{from_vector<double>({1, 0, 0, 1}, {4, 1}).to(d), u({4, 3}, d, g), u({3}, d, g)};
-                 }, {false, true, true}},
-                {"int_condition", [](DType d, Generator& g) {
+               {{"broadcast",
+                 [](DType d, Generator& g) {
+                   return Inputs{from_vector<double>({1, 0, 0, 1}, {4, 1}).to(d), u({4, 3}, d, g),
+                                 u({3}, d, g)};
+                 },
+                 {false, true, true}},
+                {"int_condition",
+                 [](DType d, Generator& g) {
                    return Inputs{ids({0, 1, 1}, {3}), u({2, 3}, d, g), u({2, 3}, d, g)};
                  }}},
-               {{"value dtypes differ", [] { where(ones({2}), ones({2}), ones({2}, {.dtype = DType::f64})); }},
+               {{"value dtypes differ",
+                 [] { where(ones({2}), ones({2}), ones({2}, {.dtype = DType::f64})); }},
                 {"shapes that do not broadcast", [] { where(ones({3}), ones({2}), ones({2})); }}}});
   register_op({"masked_fill",
                [](const Inputs& x) { return masked_fill(x[0], x[1], -7.5); },
-               {{"rows", [](DType d, Generator& g) {
+               {{"rows",
+                 [](DType d, Generator& g) {
                    return Inputs{u({3, 4}, d, g), from_vector<double>({1, 0, 0, 1}, {4}).to(d)};
-                 }, {true, false}}},
-               {{"mask that does not broadcast", [] { masked_fill(ones({3, 4}), ones({3}), 0.0); }}}});
+                 },
+                 {true, false}}},
+               {{"mask that does not broadcast", [] {
+                   masked_fill(ones({3, 4}), ones({3}), 0.0);
+                 }}}});
   return true;
 }();
 
 const bool join_rows = [] {
   register_op({"cat",
                [](const Inputs& x) { return cat(x, 1); },
-               {{"two", [](DType d, Generator& g) { return Inputs{u({2, 3}, d, g), u({2, 2}, d, g)}; }},
-                {"three_dim0", [](DType d, Generator& g) { return Inputs{u({1, 3}, d, g), u({2, 3}, d, g), u({1, 3}, d, g)}; }, {},
+               {{"two",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({2, 3}, d, g), u({2, 2}, d, g)};
+                 }},
+                {"three_dim0",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({1, 3}, d, g), u({2, 3}, d, g), u({1, 3}, d, g)};
+                 },
+                 {},
                  [](const Inputs& x) { return cat(x, 0); }}},
-               {{"other dims differ", [] { cat({ones({2, 3}), ones({3, 3})}, 1); }},
+               {{"other dims differ",
+                 [] {
+                   cat({ones({2, 3}), ones({3, 3})}, 1);
+                 }},
                 {"no tensors", [] { cat({}, 0); }},
-                {"mixed dtypes", [] { cat({ones({2}), ones({2}, {.dtype = DType::f64})}, 0); }}}});
+                {"mixed dtypes", [] {
+                   cat({ones({2}), ones({2}, {.dtype = DType::f64})}, 0);
+                 }}}});
   register_op({"split",
                [](const Inputs& x) {
                  const std::vector<Tensor> pieces = split(x[0], {1, 3, 2}, 1);
                  return cat({pieces[2], pieces[0] * 2.0}, 1);
                },
-               {{"sizes", [](DType d, Generator& g) { return Inputs{u({3, 6}, d, g)}; }},
-                {"chunks", [](DType d, Generator& g) { return Inputs{u({7, 2}, d, g)}; }, {},
+               {{"sizes",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({3, 6}, d, g)};
+                 }},
+                {"chunks",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({7, 2}, d, g)};
+                 },
+                 {},
                  [](const Inputs& x) { return split(x[0], 3, 0).back() * 3.0; }}},
-               {{"sizes that do not add up", [] { split(ones({3, 6}), {1, 2}, 1); }},
-                {"non-positive chunk", [] { split(ones({3, 6}), 0, 1); }}}});
+               {{"sizes that do not add up",
+                 [] {
+                   split(ones({3, 6}), {1, 2}, 1);
+                 }},
+                {"non-positive chunk", [] {
+                   split(ones({3, 6}), 0, 1);
+                 }}}});
   return true;
 }();
 
@@ -148,12 +299,30 @@ namespace {
 const bool linear_cross_entropy_row = [] {
   register_op({"linear_cross_entropy",
                [](const Inputs& x) { return linear_cross_entropy(x[0], x[1], x[2]); },
-               {{"rows", [](DType d, Generator& g) { return Inputs{u({5, 4}, d, g), u({7, 4}, d, g), ids({0, 6, 3, 3, 1}, {5})}; }},
-                {"ignore_index", [](DType d, Generator& g) { return Inputs{u({4, 3}, d, g), u({6, 3}, d, g), ids({2, -100, 5, -100}, {4})}; }}},
-               {{"target out of range", [] { linear_cross_entropy(ones({2, 3}), ones({4, 3}), ids({0, 4}, {2})); }},
-                {"every target ignored", [] { linear_cross_entropy(ones({2, 3}), ones({4, 3}), ids({-100, -100}, {2})); }},
-                {"inner dims differ", [] { linear_cross_entropy(ones({2, 3}), ones({4, 2}), ids({0, 1}, {2})); }},
-                {"targets of the wrong shape", [] { linear_cross_entropy(ones({2, 3}), ones({4, 3}), ids({0}, {1})); }}},
+               {{"rows",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({5, 4}, d, g), u({7, 4}, d, g), ids({0, 6, 3, 3, 1}, {5})};
+                 }},
+                {"ignore_index",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({4, 3}, d, g), u({6, 3}, d, g), ids({2, -100, 5, -100}, {4})};
+                 }}},
+               {{"target out of range",
+                 [] {
+                   linear_cross_entropy(ones({2, 3}), ones({4, 3}), ids({0, 4}, {2}));
+                 }},
+                {"every target ignored",
+                 [] {
+                   linear_cross_entropy(ones({2, 3}), ones({4, 3}), ids({-100, -100}, {2}));
+                 }},
+                {"inner dims differ",
+                 [] {
+                   linear_cross_entropy(ones({2, 3}), ones({4, 2}), ids({0, 1}, {2}));
+                 }},
+                {"targets of the wrong shape",
+                 [] {
+                   linear_cross_entropy(ones({2, 3}), ones({4, 3}), ids({0}, {1}));
+                 }}},
                1e-4});
   return true;
 }();
@@ -163,13 +332,32 @@ namespace {
 const bool linear_row = [] {
   register_op({"linear",
                [](const Inputs& x) { return linear(x[0], x[1], x[2]); },
-               {{"with_bias", [](DType d, Generator& g) { return Inputs{u({5, 4}, d, g), u({3, 4}, d, g), u({3}, d, g)}; }},
-                {"transposed_input", [](DType d, Generator& g) { return Inputs{u({4, 5}, d, g).t(), u({3, 4}, d, g), u({3}, d, g)}; }},
-                {"no_bias", [](DType d, Generator& g) { return Inputs{u({5, 4}, d, g), u({3, 4}, d, g)}; }, {},
+               {{"with_bias",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({5, 4}, d, g), u({3, 4}, d, g), u({3}, d, g)};
+                 }},
+                {"transposed_input",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({4, 5}, d, g).t(), u({3, 4}, d, g), u({3}, d, g)};
+                 }},
+                {"no_bias",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({5, 4}, d, g), u({3, 4}, d, g)};
+                 },
+                 {},
                  [](const Inputs& x) { return linear(x[0], x[1]); }}},
-               {{"inner dims differ", [] { linear(ones({2, 3}), ones({4, 2})); }},
-                {"bias of the wrong size", [] { linear(ones({2, 3}), ones({4, 3}), ones({3})); }},
-                {"mixed dtypes", [] { linear(ones({2, 3}), ones({4, 3}, {.dtype = DType::f64})); }}},
+               {{"inner dims differ",
+                 [] {
+                   linear(ones({2, 3}), ones({4, 2}));
+                 }},
+                {"bias of the wrong size",
+                 [] {
+                   linear(ones({2, 3}), ones({4, 3}), ones({3}));
+                 }},
+                {"mixed dtypes",
+                 [] {
+                   linear(ones({2, 3}), ones({4, 3}, {.dtype = DType::f64}));
+                 }}},
                1e-4});
   return true;
 }();

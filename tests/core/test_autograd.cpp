@@ -13,11 +13,13 @@ TEST_CASE("gradients match hand-computed values", "[autograd]") {
   const Tensor b = from_vector<double>({3.0, 4.0, -5.0}, {3}).requires_grad_();
   const Tensor f = (a * b + exp(a)).sum();
   REQUIRE(testing::near(f.item<double>(),
-                       1.5 - 4.0 - 10.0 + std::exp(0.5) + std::exp(-1.0) + std::exp(2.0), 1e-15,
-                       0));
+                        1.5 - 4.0 - 10.0 + std::exp(0.5) + std::exp(-1.0) + std::exp(2.0), 1e-15,
+                        0));
   f.backward();
-  REQUIRE_NEAR(a.grad(), from_vector<double>({3.0 + std::exp(0.5), 4.0 + std::exp(-1.0),
-                                              -5.0 + std::exp(2.0)}, {3}), 1e-15, 0);
+  REQUIRE_NEAR(
+      a.grad(),
+      from_vector<double>({3.0 + std::exp(0.5), 4.0 + std::exp(-1.0), -5.0 + std::exp(2.0)}, {3}),
+      1e-15, 0);
   REQUIRE_NEAR(b.grad(), from_vector<double>({0.5, -1.0, 2.0}, {3}), 0, 0);
 }
 
@@ -55,12 +57,11 @@ TEST_CASE("the graph is freed after backward unless retain_graph", "[autograd]")
   y.backward(Tensor(), /*retain_graph=*/true);
   y.backward();  // the graph was kept once
   REQUIRE(testing::near(x.grad().to_vector<float>()[0], 4 * std::exp(1.0), 1e-6, 0));
-  REQUIRE_THROWS_WITH(y.backward(), Catch::Contains("already freed") &&
-                                        Catch::Contains("retain_graph"));
+  REQUIRE_THROWS_WITH(y.backward(),
+                      Catch::Contains("already freed") && Catch::Contains("retain_graph"));
 }
 
-TEST_CASE("a saved tensor modified in place is reported at backward, naming the op",
-          "[autograd]") {
+TEST_CASE("a saved tensor modified in place is reported at backward, naming the op", "[autograd]") {
   const Tensor x = ones({3}).requires_grad_();
   const Tensor y = exp(x);  // exp saves its output
   const Tensor z = y.sum();

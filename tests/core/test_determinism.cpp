@@ -60,7 +60,11 @@ TEST_CASE("fused row ops are bit-identical for 1, 2 and 3 threads", "[determinis
   const Tensor x = big({2048, 500}, 2);
   require_thread_independent([](const auto& in) { return softmax(in[0]); }, {x});
   require_thread_independent([](const auto& in) { return log_softmax(in[0]); }, {x});
-  require_thread_independent([](const auto& in) { return causal_softmax(in[0].view({8, 256, 500})); }, {x});
+  require_thread_independent(
+      [](const auto& in) {
+        return causal_softmax(in[0].view({8, 256, 500}));
+      },
+      {x});
   require_thread_independent([](const auto& in) { return layer_norm(in[0], in[1], in[2]); },
                              {x, big({500}, 3), big({500}, 4)});
   Generator gen(6);

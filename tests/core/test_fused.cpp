@@ -80,10 +80,11 @@ TEST_CASE("causal softmax equals softmax with future keys masked to -inf", "[fus
     INFO("offset " << offset);
     const Tensor scores = u({2, 3, 3 + offset}, gen, -4, 4);
     const Tensor hidden = eq(causal_mask(3, 3 + offset, offset), zeros({}, {.dtype = DType::f64}));
-    require_same_function(
-        [offset](const auto& in) { return causal_softmax(in[0], offset); },
-        [hidden](const auto& in) { return composed_softmax(masked_fill(in[0], hidden, -INFINITY), -1); },
-        {scores}, {true});
+    require_same_function([offset](const auto& in) { return causal_softmax(in[0], offset); },
+                          [hidden](const auto& in) {
+                            return composed_softmax(masked_fill(in[0], hidden, -INFINITY), -1);
+                          },
+                          {scores}, {true});
   }
 }
 
@@ -104,13 +105,13 @@ TEST_CASE("cross_entropy equals the mean of -log_softmax at the targets", "[fuse
   const Tensor logits = u({6, 9}, gen, -4, 4);
   const Tensor targets = from_vector<std::int64_t>({3, -100, 0, 8, 8, -100}, {6});
   const Tensor counted = from_vector<double>({1, 0, 1, 1, 1, 0}, {6, 1});
-  require_same_function(
-      [](const auto& in) { return cross_entropy(in[0], in[1]); },
-      [counted](const auto& in) {
-        const Tensor picked = composed_log_softmax(in[0], -1) * one_hot(in[1], 9) * counted;
-        return neg(sum(picked)) / 4.0;
-      },
-      {logits, targets}, {true, false});
+  require_same_function([](const auto& in) { return cross_entropy(in[0], in[1]); },
+                        [counted](const auto& in) {
+                          const Tensor picked =
+                              composed_log_softmax(in[0], -1) * one_hot(in[1], 9) * counted;
+                          return neg(sum(picked)) / 4.0;
+                        },
+                        {logits, targets}, {true, false});
 }
 
 TEST_CASE("embedding equals a one-hot matrix times the table", "[fused]") {
@@ -118,7 +119,9 @@ TEST_CASE("embedding equals a one-hot matrix times the table", "[fused]") {
   const Tensor table = u({7, 3}, gen);
   const Tensor ids = from_vector<std::int64_t>({6, 0, 6, 2, 6, 6}, {2, 3});
   require_same_function([](const auto& in) { return embedding(in[0], in[1]); },
-                        [](const auto& in) { return matmul(one_hot(in[1], 7), in[0]).view({2, 3, 3}); },
+                        [](const auto& in) {
+                          return matmul(one_hot(in[1], 7), in[0]).view({2, 3, 3});
+                        },
                         {table, ids}, {true, false});
 }
 

@@ -19,8 +19,8 @@ TEST_CASE("Philox4x32-10 matches the Random123 known-answer vectors", "[random]"
   REQUIRE(ones.w[1] == 0x41c83b0eu);
   REQUIRE(ones.w[2] == 0xa20bc7c6u);
   REQUIRE(ones.w[3] == 0x6d5451fdu);
-  const philox::Words pi = philox::philox4x32_10(0x243f6a88u, 0x85a308d3u, 0x13198a2eu,
-                                                 0x03707344u, 0xa4093822u, 0x299f31d0u);
+  const philox::Words pi = philox::philox4x32_10(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u,
+                                                 0xa4093822u, 0x299f31d0u);
   REQUIRE(pi.w[0] == 0xd16cfe09u);
   REQUIRE(pi.w[1] == 0x94fdccebu);
   REQUIRE(pi.w[2] == 0x5001e420u);
@@ -53,7 +53,8 @@ TEST_CASE("the same seed gives the same numbers; draws never overlap", "[random]
 
 TEST_CASE("uniform and normal have the right moments", "[random]") {
   Generator gen(123);
-  const std::vector<double> u = uniform({200000}, -1.0, 3.0, {.dtype = DType::f64}, &gen).to_vector<double>();
+  const std::vector<double> u =
+      uniform({200000}, -1.0, 3.0, {.dtype = DType::f64}, &gen).to_vector<double>();
   double mean = 0, lo = 1e9, hi = -1e9;
   for (double v : u) {
     mean += v;

@@ -129,12 +129,12 @@ TEST_CASE("in-place ops with an overlapping operand read it before writing", "[t
   REQUIRE(x.to_vector<double>() == std::vector<double>{0, 3, 3, 6});
 }
 
-TEST_CASE("printing shows values, shape, dtype and device, abbreviated when large",
-          "[tensor]") {
+TEST_CASE("printing shows values, shape, dtype and device, abbreviated when large", "[tensor]") {
   const Tensor x = from_vector<float>({1, 2, 3, 4}, {2, 2});
   const std::string s = fmt::format("{}", x);
-  REQUIRE(s == "tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]], shape=[2, 2], "
-               "dtype=float32, device=cpu)");
+  REQUIRE(s ==
+          "tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]], shape=[2, 2], "
+          "dtype=float32, device=cpu)");
   const std::string big = arange(5000).str();
   REQUIRE(big.find("...") != std::string::npos);
   REQUIRE(big.find("4999") != std::string::npos);

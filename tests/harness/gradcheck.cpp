@@ -32,7 +32,8 @@ void compare_with_differences(const std::string& what, const Shape& shape,
         (loss_along(u, options.eps) - loss_along(u, -options.eps)) / (2 * options.eps);
     INFO(what << " (shape " << fmt::format("{}", shape) << "), " << where << ": analytic "
               << analytic_value << ", numeric " << numeric);
-    REQUIRE(std::fabs(analytic_value - numeric) <= options.atol + options.rtol * std::fabs(numeric));
+    REQUIRE(std::fabs(analytic_value - numeric) <=
+            options.atol + options.rtol * std::fabs(numeric));
   };
   const std::int64_t n = numel_of(shape);
   if (n <= options.full_limit) {

@@ -43,6 +43,7 @@ void compare_with_differences(const std::string& what, const Shape& shape,
 double weighted_sum(const Tensor& out, const Tensor& v);
 
 // Inputs as fresh leaves: detached copies, floating ones requiring grad where `perturb` says.
-std::vector<Tensor> fresh_leaves(const std::vector<Tensor>& inputs, const std::vector<bool>& perturb);
+std::vector<Tensor> fresh_leaves(const std::vector<Tensor>& inputs,
+                                 const std::vector<bool>& perturb);
 
 }  // namespace kiln::testing

@@ -7,7 +7,8 @@ namespace kiln::testing {
 
 NearResult compare(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
   if (actual.shape() != expected.shape())
-    return {false, fmt::format("shapes differ: {} vs expected {}", actual.shape(), expected.shape())};
+    return {false,
+            fmt::format("shapes differ: {} vs expected {}", actual.shape(), expected.shape())};
   const std::vector<double> a = actual.to_vector<double>();
   const std::vector<double> e = expected.to_vector<double>();
   double worst = 0.0;
@@ -27,9 +28,8 @@ NearResult compare(const Tensor& actual, const Tensor& expected, double rtol, do
   if (ok) return {};
   return {false, fmt::format("element {} of {} (shape {}): actual {:.17g}, expected {:.17g}, "
                              "|diff| {:.3g} > atol {:.3g} + rtol {:.3g} * |expected|",
-                             worst_index, a.size(), actual.shape(), a[worst_index],
-                             e[worst_index], std::fabs(a[worst_index] - e[worst_index]), atol,
-                             rtol)};
+                             worst_index, a.size(), actual.shape(), a[worst_index], e[worst_index],
+                             std::fabs(a[worst_index] - e[worst_index]), atol, rtol)};
 }
 
 NearResult compare_exact(const Tensor& actual, const Tensor& expected) {

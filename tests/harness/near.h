@@ -30,16 +30,16 @@ double relative_error(const Tensor& actual, const Tensor& expected);
 }  // namespace kiln::testing
 
 // Catch2 assertions around compare(): REQUIRE_NEAR(actual, expected, rtol, atol).
-#define REQUIRE_NEAR(actual, expected, rtol, atol)                                  \
-  do {                                                                              \
+#define REQUIRE_NEAR(actual, expected, rtol, atol)                                          \
+  do {                                                                                      \
     const auto kiln_near_ = ::kiln::testing::compare((actual), (expected), (rtol), (atol)); \
-    INFO(kiln_near_.message);                                                       \
-    REQUIRE(kiln_near_.ok);                                                         \
+    INFO(kiln_near_.message);                                                               \
+    REQUIRE(kiln_near_.ok);                                                                 \
   } while (0)
 
-#define REQUIRE_EXACT(actual, expected)                                              \
-  do {                                                                               \
-    const auto kiln_exact_ = ::kiln::testing::compare_exact((actual), (expected));   \
-    INFO(kiln_exact_.message);                                                       \
-    REQUIRE(kiln_exact_.ok);                                                         \
+#define REQUIRE_EXACT(actual, expected)                                            \
+  do {                                                                             \
+    const auto kiln_exact_ = ::kiln::testing::compare_exact((actual), (expected)); \
+    INFO(kiln_exact_.message);                                                     \
+    REQUIRE(kiln_exact_.ok);                                                       \
   } while (0)

@@ -43,8 +43,8 @@ Evaluation evaluate(const OpFunction& fn, const std::vector<Tensor>& inputs,
   e.output = fn(leaves);
   if (e.output.requires_grad()) {
     Generator gen(99);
-    e.output.backward(uniform(e.output.shape(), -1.0, 1.0, {e.output.dtype(), e.output.device()},
-                              &gen));
+    e.output.backward(
+        uniform(e.output.shape(), -1.0, 1.0, {e.output.dtype(), e.output.device()}, &gen));
   }
   for (const Tensor& leaf : leaves) e.grads.push_back(leaf.grad());
   e.output = e.output.detach();
@@ -150,15 +150,15 @@ bool cuda_available_or_skip() {
 bool register_op(OpRow row) {
   auto shared = std::make_shared<OpRow>(std::move(row));
   for (const OpSample& sample : shared->samples) {
-    register_test("gradcheck/" + shared->name + "/" + sample.name, "[gradcheck]",
-                  [shared, sample] {
-                    Generator gen(5);
-                    const std::vector<Tensor> inputs = sample.inputs(DType::f64, gen);
-                    gradcheck(function_of(*shared, sample), inputs, perturb_flags(sample, inputs),
-                              shared->gradcheck);
-                  });
+    register_test("gradcheck/" + shared->name + "/" + sample.name, "[gradcheck]", [shared, sample] {
+      Generator gen(5);
+      const std::vector<Tensor> inputs = sample.inputs(DType::f64, gen);
+      gradcheck(function_of(*shared, sample), inputs, perturb_flags(sample, inputs),
+                shared->gradcheck);
+    });
   }
-  register_test("noncontig/" + shared->name, "[noncontig]", [shared] { run_noncontiguous(*shared); });
+  register_test("noncontig/" + shared->name, "[noncontig]",
+                [shared] { run_noncontiguous(*shared); });
   register_test("twice/" + shared->name, "[twice]", [shared] { run_twice(*shared); });
   register_test("errors/" + shared->name, "[errors]", [shared] { run_errors(*shared); });
   register_test("parity/" + shared->name, "[parity][cuda]", [shared] { run_parity(*shared); });

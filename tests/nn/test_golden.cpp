@@ -36,7 +36,8 @@ std::unique_ptr<TransformerLM> golden_model(const Golden& golden) {
   auto model = std::make_unique<TransformerLM>(
       TransformerConfig::from_json(golden.file.metadata.at("config")));
   NamedTensors weights;
-  for (const auto& [name, t] : model->named_parameters()) weights.emplace_back(name, golden.get(name));
+  for (const auto& [name, t] : model->named_parameters())
+    weights.emplace_back(name, golden.get(name));
   model->load_state_dict(weights);
   return model;
 }
@@ -64,7 +65,8 @@ TEST_CASE("five Adam steps with clipping reproduce PyTorch's losses", "[nn][gold
   const Tensor inputs = golden.get("batch.inputs"), targets = golden.get("batch.targets");
   const std::vector<double> expected = golden.get("adam.losses").to_vector<double>();
   // tools/make_golden.py: Adam(lr 1e-2, betas (0.9, 0.999), eps 1e-8), global clip 1.0.
-  Adam optimizer(model->named_parameters(), {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8});
+  Adam optimizer(model->named_parameters(),
+                 {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8});
   for (std::size_t step = 0; step < expected.size(); ++step) {
     optimizer.zero_grad();
     const Tensor loss = model->loss(inputs, targets);

@@ -82,13 +82,13 @@ TEST_CASE("state_dict round-trips and load_state_dict reports missing and unexpe
   b.load_state_dict(a.state_dict());
   REQUIRE(b.first->weight.to_vector<float>() == a.first->weight.to_vector<float>());
   NamedTensors partial = a.state_dict();
-  partial.erase(partial.begin());                        // drop "scale"
+  partial.erase(partial.begin());  // drop "scale"
   partial.emplace_back("extra.weight", ones({2}));
   const Module::LoadResult result = b.load_state_dict(partial, /*strict=*/false);
   REQUIRE(result.missing == std::vector<std::string>{"scale"});
   REQUIRE(result.unexpected == std::vector<std::string>{"extra.weight"});
-  REQUIRE_THROWS_WITH(b.load_state_dict(partial), Catch::Contains("scale") &&
-                                                      Catch::Contains("extra.weight"));
+  REQUIRE_THROWS_WITH(b.load_state_dict(partial),
+                      Catch::Contains("scale") && Catch::Contains("extra.weight"));
   NamedTensors wrong = a.state_dict();
   wrong[1].second = ones({5, 5});
   REQUIRE_THROWS_WITH(b.load_state_dict(wrong),
@@ -100,13 +100,12 @@ TEST_CASE("TransformerLM names follow the documented layout", "[module]") {
   c.vocab = 11, c.d_model = 8, c.heads = 2, c.layers = 1, c.ff = 16, c.max_seq_len = 8;
   TransformerLM model(c);
   REQUIRE(names(model.state_dict()) ==
-          std::vector<std::string>{"embedding.weight",
-                                   "blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias",
-                                   "blocks.0.attn.out.weight", "blocks.0.attn.out.bias",
-                                   "blocks.0.norm1.weight", "blocks.0.norm1.bias",
-                                   "blocks.0.ffn.fc1.weight", "blocks.0.ffn.fc1.bias",
-                                   "blocks.0.ffn.fc2.weight", "blocks.0.ffn.fc2.bias",
-                                   "blocks.0.norm2.weight", "blocks.0.norm2.bias"});
+          std::vector<std::string>{
+              "embedding.weight", "blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias",
+              "blocks.0.attn.out.weight", "blocks.0.attn.out.bias", "blocks.0.norm1.weight",
+              "blocks.0.norm1.bias", "blocks.0.ffn.fc1.weight", "blocks.0.ffn.fc1.bias",
+              "blocks.0.ffn.fc2.weight", "blocks.0.ffn.fc2.bias", "blocks.0.norm2.weight",
+              "blocks.0.norm2.bias"});
   REQUIRE(model.blocks[0]->attn->qkv->weight.shape() == Shape{24, 8});
   // Tied output: the only vocabulary-sized matrix is the embedding.
   std::int64_t vocabulary_sized = 0;

@@ -23,7 +23,8 @@ Tensor random_f64(const Shape& shape, std::uint64_t seed, double scale = 1.0) {
 
 Tensor random_ids(const Shape& shape, std::int64_t vocab, std::uint64_t seed) {
   Generator gen(seed);
-  const std::vector<double> u = uniform(shape, 0.0, 1.0, {.dtype = DType::f64}, &gen).to_vector<double>();
+  const std::vector<double> u =
+      uniform(shape, 0.0, 1.0, {.dtype = DType::f64}, &gen).to_vector<double>();
   std::vector<std::int64_t> ids;
   for (double v : u) ids.push_back(static_cast<std::int64_t>(v * vocab) % vocab);
   return from_vector(ids, shape);
@@ -67,13 +68,15 @@ TEST_CASE("every layer passes a float64 gradient check", "[nn][gradcheck]") {
   SECTION("Linear") {
     Linear m(4, 3);
     m.to(DType::f64);
-    gradcheck_module(m, [&](const Tensor& x) { return m.forward(x); }, random_f64({2, 5, 4}, 1));
+    gradcheck_module(
+        m, [&](const Tensor& x) { return m.forward(x); }, random_f64({2, 5, 4}, 1));
   }
   SECTION("Embedding") {
     Embedding m(7, 3);
     m.to(DType::f64);
-    gradcheck_module(m, [&](const Tensor& ids) { return m.forward(ids); },
-                     from_vector<std::int64_t>({1, 6, 1, 0}, {2, 2}));
+    gradcheck_module(
+        m, [&](const Tensor& ids) { return m.forward(ids); },
+        from_vector<std::int64_t>({1, 6, 1, 0}, {2, 2}));
   }
   SECTION("LayerNorm") {
     LayerNorm m(5);
@@ -83,20 +86,22 @@ TEST_CASE("every layer passes a float64 gradient check", "[nn][gradcheck]") {
       m.weight.copy_(random_f64({5}, 2));
       m.bias.copy_(random_f64({5}, 3));
     }
-    gradcheck_module(m, [&](const Tensor& x) { return m.forward(x); }, random_f64({3, 5}, 4, 2.0));
+    gradcheck_module(
+        m, [&](const Tensor& x) { return m.forward(x); }, random_f64({3, 5}, 4, 2.0));
   }
   SECTION("FeedForward, ReLU and GELU") {
     for (Activation act : {Activation::relu, Activation::gelu}) {
       FeedForward m(4, 6, act);
       m.to(DType::f64);
-      gradcheck_module(m, [&](const Tensor& x) { return m.forward(x); }, random_f64({2, 3, 4}, 5));
+      gradcheck_module(
+          m, [&](const Tensor& x) { return m.forward(x); }, random_f64({2, 3, 4}, 5));
     }
   }
   SECTION("RotaryEmbedding") {
     RotaryEmbedding rope(4, 8);
     rope.to(DType::f64);
-    gradcheck_module(rope, [&](const Tensor& x) { return rope.forward(x, 2); },
-                     random_f64({1, 2, 3, 4}, 6));
+    gradcheck_module(
+        rope, [&](const Tensor& x) { return rope.forward(x, 2); }, random_f64({1, 2, 3, 4}, 6));
   }
 }
 
@@ -112,20 +117,20 @@ TEST_CASE("MultiHeadAttention passes a gradient check with MHA, GQA, MQA and RoP
     MultiHeadAttention m(8, c.heads, c.kv, 0.0, rope);
     m.to(DType::f64);
     if (rope) rope->to(DType::f64);
-    gradcheck_module(m, [&](const Tensor& x) { return m.forward(x); }, random_f64({2, 5, 8}, 7));
+    gradcheck_module(
+        m, [&](const Tensor& x) { return m.forward(x); }, random_f64({2, 5, 8}, 7));
   }
 }
 
-TEST_CASE("a whole 2-layer TransformerLM passes a gradient check (eval mode)",
-          "[nn][gradcheck]") {
+TEST_CASE("a whole 2-layer TransformerLM passes a gradient check (eval mode)", "[nn][gradcheck]") {
   for (NormPlacement norm : {NormPlacement::post, NormPlacement::pre}) {
     INFO("norm " << name_of(norm));
     manual_seed(8);
     TransformerLM model(tiny(2, 1, PositionKind::sinusoidal, norm));
     model.to(DType::f64);
     model.eval();
-    gradcheck_module(model, [&](const Tensor& ids) { return model.forward(ids); },
-                     random_ids({2, 6}, 13, 9));
+    gradcheck_module(
+        model, [&](const Tensor& ids) { return model.forward(ids); }, random_ids({2, 6}, 13, 9));
   }
 }
 
@@ -151,7 +156,7 @@ TEST_CASE("GQA equals MHA whose key and value heads are repeated per group", "[n
     NoGradGuard no_grad;
     const Tensor& src = gqa.qkv->weight;  // rows: Q (4 heads), K (2), V (2)
     std::vector<Tensor> rows{src.narrow(0, 0, 4 * dh)}, biases{gqa.qkv->bias.narrow(0, 0, 4 * dh)};
-    for (std::int64_t block : {4, 6})      // K heads start at head 4, V heads at head 6
+    for (std::int64_t block : {4, 6})  // K heads start at head 4, V heads at head 6
       for (std::int64_t i = 0; i < 4; ++i) {
         rows.push_back(src.narrow(0, (block + i * 2 / 4) * dh, dh));
         biases.push_back(gqa.qkv->bias.narrow(0, (block + i * 2 / 4) * dh, dh));
@@ -178,7 +183,8 @@ TEST_CASE("causal attention ignores future tokens", "[nn][attention]") {
     const Tensor b = model.forward(changed).narrow(1, 0, 6);
     REQUIRE_EXACT(a.contiguous(), b.contiguous());
     REQUIRE_FALSE(compare_exact(model.forward(ids).narrow(1, 6, 1).contiguous(),
-                                model.forward(changed).narrow(1, 6, 1).contiguous()).ok);
+                                model.forward(changed).narrow(1, 6, 1).contiguous())
+                      .ok);
   }
 }
 
@@ -235,7 +241,7 @@ TEST_CASE("the tied embedding's gradient is the sum of its input and output cont
   const Tensor logits = matmul(x, E_out.t());
   cross_entropy(logits.view({-1, 13}), targets.view({-1})).backward();
   REQUIRE_NEAR(tied, E_in.grad() + E_out.grad(), 1e-12, 1e-15);
-  REQUIRE(max(E_in.grad().view({-1}), 0).values.item<double>() > 0);   // both sides contribute
+  REQUIRE(max(E_in.grad().view({-1}), 0).values.item<double>() > 0);  // both sides contribute
   REQUIRE(max(E_out.grad().view({-1}), 0).values.item<double>() > 0);
 }
 
