@@ -13,21 +13,8 @@ seconds=${1:-${KILN_FUZZ_SECONDS:-30}}
 # libclang-rt-14-dev has libFuzzer; libomp-14-dev is OpenMP for clang.
 packages=(cmake make clang-14 libclang-rt-14-dev libomp-14-dev libeigen3-dev libfmt-dev
           nlohmann-json3-dev)
-missing=()
-for package in "${packages[@]}"; do
-  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "${KILN_OFFLINE:-0}" = 1 ]; then
-    echo "fuzz: KILN_OFFLINE=1, not installing ${missing[*]}" >&2
-  else
-    sudo=""
-    [ "$(id -u)" -ne 0 ] && sudo=sudo
-    echo "fuzz: installing ${missing[*]}"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-  fi
-fi
+source scripts/install_packages.sh
+install_packages fuzz "${packages[@]}"
 
 build=build-fuzz
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -8,21 +8,8 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake make g++ libeigen3-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev
           libopenblas0-openmp python3-numpy)
-missing=()
-for package in "${packages[@]}"; do
-  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "${KILN_OFFLINE:-0}" = 1 ]; then
-    echo "setup: KILN_OFFLINE=1, not installing ${missing[*]}" >&2
-  else
-    sudo=""
-    [ "$(id -u)" -ne 0 ] && sudo=sudo
-    echo "setup: installing ${missing[*]}"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-  fi
-fi
+source scripts/install_packages.sh
+install_packages setup "${packages[@]}"
 
 build_dir=${KILN_BUILD_DIR:-build}
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "$@"
