@@ -40,23 +40,6 @@ RunResult run(const std::string& command) {
   return result;
 }
 
-TempDir::TempDir() {
-  static std::atomic<int> counter{0};
-  path_ = std::filesystem::temp_directory_path() /
-          ("kiln_test_examples_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  std::filesystem::remove_all(path_);
-  std::filesystem::create_directories(path_);
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
-std::string TempDir::path(const std::string& name) const {
-  return name.empty() ? path_.string() : (path_ / name).string();
-}
-
 void write_tiny_corpus(const std::string& dir) {
   // A fixed LCG (not a std:: distribution) so the corpus is the same everywhere.
   std::uint64_t state = 7;

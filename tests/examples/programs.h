@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/harness/temp_dir.h"
+
 namespace kiln::testing {
 
 inline const std::string kTrainLm = KILN_TRAIN_LM;
@@ -29,19 +31,6 @@ struct RunResult {
 
 // Runs `command` through the shell, stdout and stderr captured together.
 RunResult run(const std::string& command);
-
-// A fresh folder under the system temp folder, removed with its contents at the end.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string path(const std::string& name = "") const;
-
- private:
-  std::filesystem::path path_;
-};
 
 // Writes train.txt (220 lines, 1,760 tokens: 14 windows of B 8 × T 16), valid.txt and test.txt
 // (50 lines each) of a small grammar ("the big cat sees the dog .") that a tiny model learns

@@ -20,9 +20,9 @@ std::string file_bytes(const std::string& path) {
 
 TEST_CASE("bad flags exit with a status below 128 and a message naming the flag") {
   TempDir dir;
-  write_tiny_corpus(dir.path());
-  const std::string checkpoint = dir.path("lm.safetensors");
-  const std::string train = kTrainLm + " --data " + dir.path() + " " + kTinyFlags +
+  write_tiny_corpus(dir.path().string());
+  const std::string checkpoint = dir.file("lm.safetensors");
+  const std::string train = kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
                             " --threads 1 --eval-every 0 --steps 2";
   REQUIRE(run(train + " --save " + checkpoint).status == 0);
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -41,9 +41,9 @@ TEST_CASE("bad flags exit with a status below 128 and a message naming the flag"
       {train + " --steps 0 --time-budget 5 --schedule cosine", "--decay-steps"},
       {train + " --resume " + checkpoint + " --d-model 64", "--d-model"},
       {train + " --resume " + checkpoint + " --pos rope", "--pos"},
-      {train + " --resume " + dir.path("missing.safetensors"), "missing.safetensors"},
-      {train + " --data " + dir.path("nowhere"), "nowhere"},
-      {kEvalPpl + " --data " + dir.path(), "--checkpoint"},
+      {train + " --resume " + dir.file("missing.safetensors"), "missing.safetensors"},
+      {train + " --data " + dir.file("nowhere"), "nowhere"},
+      {kEvalPpl + " --data " + dir.path().string(), "--checkpoint"},
       {kEvalPpl + " --checkpoint " + checkpoint + " --split train", "--split"},
       {kEvalPpl + " --checkpoint " + checkpoint + " --stride 17", "--stride"},
   };
@@ -58,9 +58,9 @@ TEST_CASE("bad flags exit with a status below 128 and a message naming the flag"
 
 TEST_CASE("a non-finite loss stops train_lm without overwriting its checkpoint") {
   TempDir dir;
-  write_tiny_corpus(dir.path());
-  const std::string checkpoint = dir.path("lm.safetensors");
-  const std::string train = kTrainLm + " --data " + dir.path() + " " + kTinyFlags +
+  write_tiny_corpus(dir.path().string());
+  const std::string checkpoint = dir.file("lm.safetensors");
+  const std::string train = kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
                             " --threads 1 --eval-every 0 --log-every 1 --steps 10";
   REQUIRE(run(train + " --save " + checkpoint).status == 0);
   const std::string good = file_bytes(checkpoint);

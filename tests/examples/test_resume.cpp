@@ -32,22 +32,22 @@ TEST_CASE("a resumed run matches an uninterrupted one bit for bit") {
   const std::string threads = GENERATE("2", "3");
   INFO("threads " << threads);
   TempDir dir;
-  write_tiny_corpus(dir.path());
+  write_tiny_corpus(dir.path().string());
   // 14 windows per epoch: step 10 is inside the first, step 30 in the third.
-  const std::string flags = kTrainLm + " --data " + dir.path() + " " + kTinyFlags +
+  const std::string flags = kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
                             " --dropout 0.1 --shuffle --schedule cosine --warmup 5 "
                             "--decay-steps 30 --eval-every 10 --log-every 10 --threads " +
                             threads;
-  const RunResult whole = run(flags + " --steps 30 --save " + dir.path("whole.safetensors"));
+  const RunResult whole = run(flags + " --steps 30 --save " + dir.file("whole.safetensors"));
   INFO(whole.output);
   REQUIRE(whole.status == 0);
-  const RunResult first = run(flags + " --steps 10 --save " + dir.path("first.safetensors"));
+  const RunResult first = run(flags + " --steps 10 --save " + dir.file("first.safetensors"));
   INFO(first.output);
   REQUIRE(first.status == 0);
-  const SafetensorsFile saved = load_safetensors(dir.path("first.safetensors"));
+  const SafetensorsFile saved = load_safetensors(dir.file("first.safetensors"));
   REQUIRE(saved.metadata.at("data_position").find("\"index\":10") != std::string::npos);
-  const RunResult resumed = run(flags + " --resume " + dir.path("first.safetensors") +
-                                " --steps 30 --save " + dir.path("resumed.safetensors"));
+  const RunResult resumed = run(flags + " --resume " + dir.file("first.safetensors") +
+                                " --steps 30 --save " + dir.file("resumed.safetensors"));
   INFO(resumed.output);
   REQUIRE(resumed.status == 0);
   CHECK(resumed.output.find("resumed from") != std::string::npos);
@@ -70,35 +70,35 @@ TEST_CASE("a resumed run matches an uninterrupted one bit for bit") {
   CHECK(line_after(resumed.lines(), "test ppl ") == line_after(whole.lines(), "test ppl "));
 
   // The same weights and optimizer state, and the same position, RNG and schedule state.
-  const SafetensorsFile a = load_safetensors(dir.path("whole.safetensors"));
-  const SafetensorsFile b = load_safetensors(dir.path("resumed.safetensors"));
+  const SafetensorsFile a = load_safetensors(dir.file("whole.safetensors"));
+  const SafetensorsFile b = load_safetensors(dir.file("resumed.safetensors"));
   check_same_tensors(a, b);
   for (const char* key : {"step", "decay_steps", "rng", "data_position", "optimizer", "schedule",
                           "threads", "train", "config"})
     CHECK(a.metadata.at(key) == b.metadata.at(key));
-  check_same_tensors(load_safetensors(dir.path("whole.best.safetensors")),
-                     load_safetensors(dir.path("resumed.best.safetensors")));
+  check_same_tensors(load_safetensors(dir.file("whole.best.safetensors")),
+                     load_safetensors(dir.file("resumed.best.safetensors")));
 }
 
 TEST_CASE("a resumed run carries the best weights over to its own .best file") {
   TempDir dir;
-  write_tiny_corpus(dir.path());
-  const std::string flags =
-      kTrainLm + " --data " + dir.path() + " " + kTinyFlags + " --eval-every 10 --threads 1";
-  const RunResult first = run(flags + " --steps 10 --save " + dir.path("first.safetensors"));
+  write_tiny_corpus(dir.path().string());
+  const std::string flags = kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
+                            " --eval-every 10 --threads 1";
+  const RunResult first = run(flags + " --steps 10 --save " + dir.file("first.safetensors"));
   INFO(first.output);
   REQUIRE(first.status == 0);
   // No further steps: the final lines come from first.best, recomputed, and land in second.best.
-  const RunResult second = run(flags + " --resume " + dir.path("first.safetensors") +
-                               " --steps 10 --save " + dir.path("second.safetensors"));
+  const RunResult second = run(flags + " --resume " + dir.file("first.safetensors") +
+                               " --steps 10 --save " + dir.file("second.safetensors"));
   INFO(second.output);
   REQUIRE(second.status == 0);
   for (const std::string split : {"valid", "test"}) {
     const auto expected = line_after(first.lines(), split + " ppl ");
     REQUIRE(expected.has_value());
     CHECK(line_after(second.lines(), split + " ppl ") == expected);
-    const RunResult eval = run(kEvalPpl + " --checkpoint " + dir.path("second.best.safetensors") +
-                               " --data " + dir.path() + " --split " + split);
+    const RunResult eval = run(kEvalPpl + " --checkpoint " + dir.file("second.best.safetensors") +
+                               " --data " + dir.path().string() + " --split " + split);
     INFO(eval.output);
     CHECK(line_after(eval.lines(), split + " ppl ") == expected);
   }

@@ -13,13 +13,33 @@ TEST_CASE("SIGTERM and SIGINT make train_lm save its state and exit 0 and the st
   const auto [signal, name] = GENERATE(std::pair{SIGTERM, "SIGTERM"}, std::pair{SIGINT, "SIGINT"});
   INFO(name);
   TempDir dir;
-  write_tiny_corpus(dir.path());
-  const std::string checkpoint = dir.path("lm.safetensors");
+  write_tiny_corpus(dir.path().string());
+  const std::string checkpoint = dir.file("lm.safetensors");
   // Without the signal it would train for a minute.
-  Child child({kTrainLm,  "--data",       dir.path(), "--d-model",   "32", "--heads",
-               "2",       "--layers",     "1",        "--ff",        "64", "--seq-len",
-               "16",      "--batch-size", "8",        "--threads",   "1",  "--time-budget",
-               "60",      "--eval-every", "0",        "--log-every", "1",  "--save",
+  Child child({kTrainLm,
+               "--data",
+               dir.path().string(),
+               "--d-model",
+               "32",
+               "--heads",
+               "2",
+               "--layers",
+               "1",
+               "--ff",
+               "64",
+               "--seq-len",
+               "16",
+               "--batch-size",
+               "8",
+               "--threads",
+               "1",
+               "--time-budget",
+               "60",
+               "--eval-every",
+               "0",
+               "--log-every",
+               "1",
+               "--save",
                checkpoint});
   std::string output;
   for (std::optional<std::string> line; (line = child.read_line());) {
@@ -37,7 +57,7 @@ TEST_CASE("SIGTERM and SIGINT make train_lm save its state and exit 0 and the st
   CHECK(step >= 1);
 
   const RunResult resumed =
-      run(kTrainLm + " --resume " + checkpoint + " --data " + dir.path() + " --steps " +
+      run(kTrainLm + " --resume " + checkpoint + " --data " + dir.path().string() + " --steps " +
           std::to_string(step + 5) + " --time-budget 0 --save " + checkpoint);
   INFO(resumed.output);
   CHECK(resumed.status == 0);

@@ -21,10 +21,10 @@ namespace {
 
 // A 30-step run validated every 10 steps, saved to <dir>/runs/lm.safetensors.
 RunResult train_tiny(const TempDir& dir, const std::string& extra = "") {
-  write_tiny_corpus(dir.path());
-  return run(kTrainLm + " --data " + dir.path() + " " + kTinyFlags +
-             " --steps 30 --eval-every 10 --log-every 5 --save " + dir.path("runs/lm.safetensors") +
-             " --metrics " + dir.path("runs/lm.metrics.jsonl") + " " + extra);
+  write_tiny_corpus(dir.path().string());
+  return run(kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
+             " --steps 30 --eval-every 10 --log-every 5 --save " + dir.file("runs/lm.safetensors") +
+             " --metrics " + dir.file("runs/lm.metrics.jsonl") + " " + extra);
 }
 
 bool python_has(const std::string& module) {
@@ -56,10 +56,10 @@ TEST_CASE("train_lm trains a tiny model and ends with the contract's lines") {
   CHECK(last < first - 0.3);
 
   // Files: the latest state, the best weights and the loss curve, next to --save.
-  CHECK(std::filesystem::exists(dir.path("runs/lm.safetensors")));
-  CHECK(std::filesystem::exists(dir.path("runs/lm.best.safetensors")));
-  CHECK(std::filesystem::exists(dir.path("runs/lm.curve.svg")));
-  const SafetensorsFile state = load_safetensors(dir.path("runs/lm.safetensors"));
+  CHECK(std::filesystem::exists(dir.file("runs/lm.safetensors")));
+  CHECK(std::filesystem::exists(dir.file("runs/lm.best.safetensors")));
+  CHECK(std::filesystem::exists(dir.file("runs/lm.curve.svg")));
+  const SafetensorsFile state = load_safetensors(dir.file("runs/lm.safetensors"));
   for (const char* key : {"format", "config", "step", "decay_steps", "vocab", "rng",
                           "data_position", "threads", "git", "train", "optimizer", "schedule"})
     CHECK(state.metadata.count(key) == 1);
@@ -76,7 +76,7 @@ TEST_CASE("train_lm's metrics are JSON Lines with the contract's schema") {
   const RunResult r = train_tiny(dir, "--threads 1");
   INFO(r.output);
   REQUIRE(r.status == 0);
-  std::ifstream in(dir.path("runs/lm.metrics.jsonl"));
+  std::ifstream in(dir.file("runs/lm.metrics.jsonl"));
   std::vector<std::int64_t> train_steps, valid_steps, test_steps;
   for (std::string line; std::getline(in, line);) {
     INFO(line);
@@ -109,10 +109,10 @@ TEST_CASE("eval_ppl on the best checkpoint reproduces train_lm's final lines exa
   const RunResult train = train_tiny(dir, "--threads 1");
   INFO(train.output);
   REQUIRE(train.status == 0);
-  const std::string best = dir.path("runs/lm.best.safetensors");
+  const std::string best = dir.file("runs/lm.best.safetensors");
   for (const std::string split : {"valid", "test"}) {
-    const RunResult eval =
-        run(kEvalPpl + " --checkpoint " + best + " --data " + dir.path() + " --split " + split);
+    const RunResult eval = run(kEvalPpl + " --checkpoint " + best + " --data " +
+                               dir.path().string() + " --split " + split);
     INFO(eval.output);
     REQUIRE(eval.status == 0);
     const auto trained = line_after(train.lines(), split + " ppl ");
@@ -125,8 +125,8 @@ TEST_CASE("eval_ppl on the best checkpoint reproduces train_lm's final lines exa
     CHECK(eval.output.find("tokens/s") != std::string::npos);
   }
   // A stride below T adds a separately labelled line after the headline.
-  const RunResult sliding = run(kEvalPpl + " --checkpoint " + best + " --data " + dir.path() +
-                                " --split valid --stride 4");
+  const RunResult sliding = run(kEvalPpl + " --checkpoint " + best + " --data " +
+                                dir.path().string() + " --split valid --stride 4");
   INFO(sliding.output);
   REQUIRE(sliding.status == 0);
   CHECK(line_after(sliding.lines(), "valid ppl ") == line_after(train.lines(), "valid ppl "));
@@ -146,7 +146,7 @@ TEST_CASE("train_lm's checkpoint passes tools/check_safetensors.py") {
   REQUIRE(train.status == 0);
   for (const char* file : {"runs/lm.safetensors", "runs/lm.best.safetensors"}) {
     const RunResult check =
-        run("/usr/bin/python3 " + source_path("tools/check_safetensors.py") + " " + dir.path(file));
+        run("/usr/bin/python3 " + source_path("tools/check_safetensors.py") + " " + dir.file(file));
     INFO(check.output);
     CHECK(check.status == 0);
   }
@@ -166,7 +166,7 @@ TEST_CASE("train_lm's loss curve is well-formed SVG") {
           "e = d.documentElement; assert e.tagName == \"svg\", e.tagName; "
           "assert len(e.getElementsByTagName(\"polyline\")) == 2; "
           "print(\" \".join(t.firstChild.data for t in e.getElementsByTagName(\"text\")))' " +
-          dir.path("runs/lm.curve.svg"));
+          dir.file("runs/lm.curve.svg"));
   INFO(parse.output);
   CHECK(parse.status == 0);
   CHECK(parse.output.find("perplexity (log scale)") != std::string::npos);

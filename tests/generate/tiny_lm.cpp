@@ -17,19 +17,6 @@ extern char** environ;
 
 namespace kiln::testing {
 
-TempDir::TempDir() {
-  static std::atomic<int> counter{0};
-  path_ = std::filesystem::temp_directory_path() /
-          ("kiln-generate-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  std::filesystem::remove_all(path_);
-  std::filesystem::create_directories(path_);
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;  // a test's leftovers must not turn into a crash
-  std::filesystem::remove_all(path_, ignored);
-}
-
 Vocabulary tiny_vocabulary() {
   return Vocabulary({"<eos>", "the", "cat", "sat", "on", "mat", "<unk>", "@-@",
                      "&",     "\"",  "'s",  "<b>", "a",  "dog", "ran",   "to",

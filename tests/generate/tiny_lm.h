@@ -9,23 +9,9 @@
 
 #include "data/vocabulary.h"
 #include "nn/transformer_lm.h"
+#include "tests/harness/temp_dir.h"
 
 namespace kiln::testing {
-
-// A folder under the system's temporary directory, unique to this process, removed on
-// destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 // 24 words: "<eos>", "<unk>", WikiText-like tokens ("@-@", "&", "\"", "'s", "<b>") and plain
 // words ("the", "cat", ...).
