@@ -73,8 +73,8 @@ std::array<double, static_cast<std::size_t>(Family::count)> totals() {
 
 GemmTotals gemm_totals() { return gemm; }
 
-void add_gemm(double s, double flops) {
-  gemm.seconds += s;
+void add_gemm(double elapsed_seconds, double flops) {
+  gemm.seconds += elapsed_seconds;
   gemm.flops += flops;
   ++gemm.calls;
 }

@@ -50,7 +50,7 @@ struct GemmTotals {
   std::int64_t calls = 0;
 };
 GemmTotals gemm_totals();
-void add_gemm(double seconds, double flops);
+void add_gemm(double elapsed_seconds, double flops);
 
 // Charges the time until destruction to `family` (exclusive of nested scopes).
 class Scope {
