@@ -3,6 +3,7 @@
 // because on 2 cores a non-deterministic reduction can look deterministic.
 #include <catch2/catch.hpp>
 
+#include "core/backend.h"
 #include "core/kiln.h"
 #include "tests/harness/near.h"
 
@@ -101,4 +102,33 @@ TEST_CASE("matmul is bit-identical run to run with 3 threads", "[determinism]") 
   const std::vector<Tensor> third = run(3, f, {batched_a, batched_b});
   const std::vector<Tensor> fourth = run(3, f, {batched_a, batched_b});
   for (std::size_t i = 0; i < third.size(); ++i) REQUIRE_EXACT(fourth[i], third[i]);
+}
+
+TEST_CASE("the LM head's row kernels are bit-identical for 1, 2 and 3 threads", "[determinism]") {
+  // 3,000 classes span several blocks of exponentials; the fused kernel (loss, logsumexp and the
+  // logits overwritten by softmax - onehot) is called directly, since linear_cross_entropy's
+  // GEMMs come from the BLAS, which is deterministic only for a fixed thread count.
+  const std::int64_t rows = 96, classes = 3000;
+  std::vector<std::int64_t> targets(rows);
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    targets[i] = i % 5 == 0 ? -100 : (i * 7919) % classes;
+  require_thread_independent([](const auto& in) { return cross_entropy(in[0], in[1]).view({1}); },
+                             {big({rows, classes}, 7), from_vector(targets, {rows})});
+  const Tensor logits = big({rows, classes}, 8);
+  const auto fused = [&](int threads) {
+    set_num_threads(threads);
+    std::vector<Tensor> out{logits.clone(), empty({rows}), empty({rows})};
+    backend_for(Device::cpu())
+        .cross_entropy_forward_with_grad(DType::f32, rows, classes, out[0].raw_data(),
+                                         targets.data(), -100, out[1].raw_data(),
+                                         out[2].raw_data());
+    set_num_threads(2);
+    return out;
+  };
+  const std::vector<Tensor> reference = fused(3);
+  for (int threads : {3, 1, 2}) {
+    INFO(threads << " threads");
+    const std::vector<Tensor> again = fused(threads);
+    for (std::size_t i = 0; i < reference.size(); ++i) REQUIRE_EXACT(again[i], reference[i]);
+  }
 }

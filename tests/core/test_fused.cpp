@@ -194,3 +194,37 @@ TEST_CASE("linear_cross_entropy without a gradient gives the same loss, block by
   REQUIRE_NEAR(without, with_grad.detach(), 1e-12, 0);
   REQUIRE_NEAR(without, cross_entropy(matmul(x, weight.t()), targets), 1e-12, 0);
 }
+
+TEST_CASE("float32 softmax and cross-entropy over a wide vocabulary agree with float64",
+          "[fused]") {
+  // 3,000 classes: several 512-element blocks of exponentials, a tail shorter than a vector, and
+  // rows prefetched while the previous one is exponentiated. The reference is composed from core
+  // ops in float64.
+  Generator gen(11);
+  const Tensor x = u({6, 16}, gen), weight = u({3000, 16}, gen, -1.0, 1.0);
+  const Tensor targets = from_vector<std::int64_t>({2999, 0, -100, 1234, 17, 512}, {6});
+  const auto reference_loss = [&](const Tensor& input, const Tensor& w) {
+    const Tensor log_p = composed_log_softmax(matmul(input, w.t()), 1);
+    return -sum(log_p * one_hot(targets, 3000)) / 5.0;  // five targets are counted
+  };
+  // Values to float32 accuracy; gradients of x also carry the float32 GEMM's rounding over 3,000
+  // terms of both signs, hence the absolute term.
+  const auto agree = [](const Tensor& single, const Tensor& reference) {
+    REQUIRE_NEAR(single.to(DType::f64), reference, 2e-5, 1e-6);
+  };
+  const Tensor logits = matmul(x, weight.t()), logits32 = logits.to(DType::f32);
+  agree(softmax(logits32), composed_softmax(logits, 1));
+  agree(log_softmax(logits32), composed_log_softmax(logits, 1));
+  agree(cross_entropy(logits32, targets), reference_loss(x, weight));
+
+  const Tensor x32 = x.to(DType::f32).requires_grad_(),
+               w32 = weight.to(DType::f32).requires_grad_();
+  const Tensor x64 = x.detach().requires_grad_(), w64 = weight.detach().requires_grad_();
+  const Tensor loss32 = linear_cross_entropy(x32, w32, targets);
+  const Tensor loss64 = reference_loss(x64, w64);
+  agree(loss32, loss64);
+  loss32.backward();
+  loss64.backward();
+  agree(x32.grad(), x64.grad());
+  agree(w32.grad(), w64.grad());
+}
