@@ -9,6 +9,7 @@
 
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/parallel.h"
+#include "core/cpu/row_sum.h"
 #include "core/cpu/vec_exp.h"
 
 namespace kiln {
@@ -134,14 +135,9 @@ void softmax_backward_rows(const SoftmaxArgs& a, const T* y, const T* dy, T* dx)
     const T* gr = dy + r * a.cols;
     T* out = dx + r * a.cols;
     const std::int64_t n = visible_cols(a, r);
-    double acc[8] = {};
-    if (a.log) {
-      for (std::int64_t j = 0; j < n; ++j) acc[j % 8] += gr[j];
-    } else {
-      for (std::int64_t j = 0; j < n; ++j) acc[j % 8] += static_cast<double>(gr[j]) * yr[j];
-    }
-    const T s = static_cast<T>(((acc[0] + acc[1]) + (acc[2] + acc[3])) +
-                               ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+    const T s = static_cast<T>(a.log ? row_sum(gr, n) : lane_sum(n, [=](std::int64_t j) {
+      return static_cast<double>(gr[j]) * yr[j];
+    }));
     if (a.log) {
       for (std::int64_t j = 0; j < n; ++j) out[j] = gr[j] - vec_exp(yr[j]) * s;
     } else {
@@ -157,14 +153,11 @@ void layer_norm_forward_rows(std::int64_t rows, std::int64_t cols, double eps, c
                              const T* gamma, const T* beta, T* y, T* mean, T* rstd) {
   parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
     const T* xr = x + r * cols;
-    double sum = 0.0;
-    for (std::int64_t j = 0; j < cols; ++j) sum += xr[j];
-    const double mu = sum / static_cast<double>(cols);
-    double sq = 0.0;
-    for (std::int64_t j = 0; j < cols; ++j) {
+    const double mu = row_sum(xr, cols) / static_cast<double>(cols);
+    const double sq = lane_sum(cols, [=](std::int64_t j) {
       const double d = xr[j] - mu;
-      sq += d * d;
-    }
+      return d * d;
+    });
     const double inv = 1.0 / std::sqrt(sq / static_cast<double>(cols) + eps);
     const T m = static_cast<T>(mu), s = static_cast<T>(inv);
     T* yr = y + r * cols;
@@ -186,12 +179,11 @@ void layer_norm_backward_rows(std::int64_t rows, std::int64_t cols, const T* x, 
     const T* xr = x + r * cols;
     const T* gr = dy + r * cols;
     const T m = mean[r], s = rstd[r];
-    double sum_g = 0.0, sum_gx = 0.0;
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const double g = static_cast<double>(gr[j]) * gamma[j];
-      sum_g += g;
-      sum_gx += g * ((xr[j] - m) * s);
-    }
+    const double sum_g =
+        lane_sum(cols, [=](std::int64_t j) { return static_cast<double>(gr[j]) * gamma[j]; });
+    const double sum_gx = lane_sum(cols, [=](std::int64_t j) {
+      return static_cast<double>(gr[j]) * gamma[j] * ((xr[j] - m) * s);
+    });
     const T mean_g = static_cast<T>(sum_g / cols), mean_gx = static_cast<T>(sum_gx / cols);
     T* out = dx + r * cols;
     for (std::int64_t j = 0; j < cols; ++j) {
