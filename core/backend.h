@@ -147,8 +147,9 @@ class Backend {
   virtual void gemm(const GemmArgs& args) = 0;
 
   // ---- Fused rows (contiguous (rows, cols) inputs and outputs)
+  // y may be x (in place).
   virtual void softmax_forward(const SoftmaxArgs& args, const void* x, void* y) = 0;
-  // dx = softmax'(x)^T dy, from the saved output y.
+  // dx = softmax'(x)^T dy, from the saved output y; dx may be dy (in place).
   virtual void softmax_backward(const SoftmaxArgs& args, const void* y, const void* dy,
                                 void* dx) = 0;
   // y = (x - mean) * rstd * gamma + beta per row; mean and rstd (rows) saved for backward.

@@ -7,6 +7,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/generator.h"
+#include "core/ops/attention.h"
 #include "core/ops/cross_entropy.h"
 #include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "core/ops/attention.h"
 #include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factories.h"
@@ -38,7 +39,12 @@ Tensor MultiHeadAttention::forward(const Tensor& x, KVCache* cache, Tensor* atte
   const std::int64_t group = heads / kv_heads;  // query heads per kv head
   const std::int64_t past = cache != nullptr ? cache->length : 0;
 
-  const Tensor projected = qkv->forward(x);                      // (B, T, (h + 2 kv) d_head)
+  const Tensor projected = qkv->forward(x);  // (B, T, (h + 2 kv) d_head)
+  if (cache == nullptr && !rope_) {
+    // Training and whole-sequence evaluation: one fused op reads Q, K, V in place.
+    return out->forward(
+        causal_attention(projected, heads, kv_heads, attn_dropout, is_training(), gen_, attention));
+  }
   auto heads_of = [&](std::int64_t first, std::int64_t count) {  // -> (B, count, T, d_head)
     return projected.narrow(2, first * d_head, count * d_head)
         .view({B, T, count, d_head})

@@ -1,5 +1,5 @@
 // Op-table rows for the ops a transformer needs: softmax family, layer_norm, cross_entropy,
-// index_select/embedding, dropout, where/masked_fill, cat/split.
+// causal_attention, index_select/embedding, dropout, where/masked_fill, cat/split.
 #include "core/kiln.h"
 #include "tests/harness/op_table.h"
 
@@ -198,6 +198,55 @@ const bool indexing_rows = [] {
                    embedding(ones({6, 4}), ids({-1}, {1}));
                  }},
                 {"1-D table", [] { embedding(ones({6}), ids({1}, {1})); }}}});
+  return true;
+}();
+
+const bool attention_rows = [] {
+  // projected (B, T, (heads + 2 kv) d_head); dropout with a fresh generator per call, so every
+  // evaluation (and perturbation) sees the same mask.
+  const auto attention = [](std::int64_t heads, std::int64_t kv, double p) {
+    return [=](const Inputs& x) {
+      Generator gen(7);
+      return causal_attention(x[0], heads, kv, p, p > 0, &gen);
+    };
+  };
+  register_op({"causal_attention",
+               attention(2, 2, 0.0),
+               {{"mha",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({2, 3, 12}, d, g)};
+                 }},
+                {"gqa",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({2, 4, 16}, d, g)};
+                 },
+                 {},
+                 attention(4, 2, 0.0)},
+                {"mqa_dropout",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({3, 4, 8}, d, g)};
+                 },
+                 {},
+                 attention(2, 1, 0.3)}},
+               {{"kv heads not dividing heads",
+                 [] {
+                   causal_attention(ones({1, 2, 15}), 3, 2);
+                 }},
+                {"width not (h + 2 kv) d",
+                 [] {
+                   causal_attention(ones({1, 2, 10}), 2, 2);
+                 }},
+                {"2-D input",
+                 [] {
+                   causal_attention(ones({2, 12}), 2, 2);
+                 }},
+                {"dropout p = 1",
+                 [] {
+                   causal_attention(ones({1, 2, 12}), 2, 2, 1.0, true);
+                 }},
+                {"int64 input", [] {
+                   causal_attention(zeros({1, 2, 12}, {.dtype = DType::i64}), 2, 2);
+                 }}}});
   return true;
 }();
 

@@ -75,6 +75,15 @@ TEST_CASE("fused row ops are bit-identical for 1, 2 and 3 threads", "[determinis
                              {x, from_vector(targets, {2048})});
 }
 
+TEST_CASE("causal_attention is bit-identical for 1, 2 and 3 threads", "[determinism]") {
+  require_thread_independent(
+      [](const auto& in) {
+        Generator gen(3);
+        return causal_attention(in[0], 4, 2, 0.1, true, &gen);
+      },
+      {big({16, 24, 8 * 8}, 9)});
+}
+
 TEST_CASE("embedding backward with repeated ids is bit-identical for 1, 2 and 3 threads",
           "[determinism]") {
   std::vector<std::int64_t> ids(4096);

@@ -88,6 +88,45 @@ TEST_CASE("causal softmax equals softmax with future keys masked to -inf", "[fus
   }
 }
 
+TEST_CASE("causal_attention equals the composed heads, matmuls, causal softmax and dropout",
+          "[fused]") {
+  Generator gen(12);
+  struct Config {
+    std::int64_t heads, kv;
+    double p;
+  };
+  for (const Config c : {Config{2, 2, 0.0}, Config{4, 2, 0.0}, Config{4, 1, 0.25}}) {
+    INFO("heads " << c.heads << " kv " << c.kv << " dropout " << c.p);
+    const std::int64_t B = 2, T = 5, d = 3, group = c.heads / c.kv;
+    const Tensor projected = u({B, T, (c.heads + 2 * c.kv) * d}, gen);
+    Tensor fused_probs;
+    require_same_function(
+        [&](const auto& in) {
+          Generator dropout_gen(99);
+          return causal_attention(in[0], c.heads, c.kv, c.p, true, &dropout_gen, &fused_probs);
+        },
+        [&](const auto& in) {
+          // The unfused path of nn::MultiHeadAttention: heads as views, grouped query heads.
+          const auto heads_of = [&](std::int64_t first, std::int64_t count) {
+            return in[0]
+                .narrow(2, first * d, count * d)
+                .view({B, T, count, d})
+                .permute({0, 2, 1, 3});
+          };
+          const Tensor q = heads_of(0, c.heads).reshape({B, c.kv, group * T, d});
+          const Tensor k = heads_of(c.heads, c.kv), v = heads_of(c.heads + c.kv, c.kv);
+          const Tensor s = matmul(q, k.transpose(2, 3)) * (1.0 / std::sqrt(double(d)));
+          const Tensor a = causal_softmax(s.view({B, c.kv, group, T, T}));
+          REQUIRE_NEAR(fused_probs, a.detach().view({B, c.heads, T, T}), kRtol, kAtol);
+          Generator dropout_gen(99);
+          const Tensor y =
+              matmul(dropout(a, c.p, true, &dropout_gen).view({B, c.kv, group * T, T}), v);
+          return y.view({B, c.heads, T, d}).permute({0, 2, 1, 3}).reshape({B, T, c.heads * d});
+        },
+        {projected}, {true});
+  }
+}
+
 TEST_CASE("layer_norm equals (x - mean) / sqrt(var + eps) * gamma + beta", "[fused]") {
   Generator gen(3);
   const Tensor x = u({5, 8}, gen, -3, 3), gamma = u({8}, gen), beta = u({8}, gen);
