@@ -26,17 +26,42 @@ struct SavedTensor {
 class FunctionNode final : public Node {
  public:
   FunctionNode(std::string_view name, std::vector<Edge> edges, std::vector<SavedTensor> saved,
-               std::vector<bool> needs_grad, BackwardFn backward)
+               std::vector<bool> needs_grad, BackwardFn backward, AddIntoFn add_into)
       : Node(name, std::move(edges)),
         saved_(std::move(saved)),
         needs_grad_(needs_grad.begin(), needs_grad.end()),
-        backward_(std::move(backward)) {}
+        backward_(std::move(backward)),
+        add_into_(std::move(add_into)) {}
 
   Grads apply(const Tensor& grad_output) override {
     KILN_CHECK(backward_ != nullptr,
                "{}: backward through a graph that was already freed; call the first backward() "
                "with retain_graph = true to backpropagate through it twice",
                name());
+    const std::vector<Tensor> unpacked = unpack();
+    const std::unique_ptr<bool[]> needs = needs_grad();
+    return backward_(grad_output,
+                     Saved(unpacked, std::span<const bool>(needs.get(), needs_grad_.size())));
+  }
+
+  bool add_into_first_input(const Tensor& grad_output, const Tensor& gradient) override {
+    if (add_into_ == nullptr || backward_ == nullptr) return false;
+    const std::vector<Tensor> unpacked = unpack();
+    const std::unique_ptr<bool[]> needs = needs_grad();
+    add_into_(grad_output, Saved(unpacked, std::span<const bool>(needs.get(), needs_grad_.size())),
+              gradient);
+    return true;
+  }
+
+  void release() override {
+    saved_.clear();
+    saved_.shrink_to_fit();
+    backward_ = nullptr;
+    add_into_ = nullptr;
+  }
+
+ private:
+  std::vector<Tensor> unpack() const {
     std::vector<Tensor> unpacked;
     unpacked.reserve(saved_.size());
     for (const SavedTensor& s : saved_) {
@@ -46,22 +71,19 @@ class FunctionNode final : public Node {
                  name(), s.tensor.shape(), s.version, s.tensor.version());
       unpacked.push_back(s.tensor);
     }
+    return unpacked;
+  }
+
+  std::unique_ptr<bool[]> needs_grad() const {
     std::unique_ptr<bool[]> needs(new bool[needs_grad_.size()]);
     for (std::size_t i = 0; i < needs_grad_.size(); ++i) needs[i] = needs_grad_[i];
-    return backward_(grad_output,
-                     Saved(unpacked, std::span<const bool>(needs.get(), needs_grad_.size())));
+    return needs;
   }
 
-  void release() override {
-    saved_.clear();
-    saved_.shrink_to_fit();
-    backward_ = nullptr;
-  }
-
- private:
   std::vector<SavedTensor> saved_;
   std::vector<char> needs_grad_;
   BackwardFn backward_;
+  AddIntoFn add_into_;
 };
 
 bool exclusively_owned(const Tensor& t) {
@@ -108,7 +130,7 @@ std::shared_ptr<Node> gradient_edge(const Tensor& input) {
 
 template <typename Inputs, typename SavedList>
 void record_impl(std::string_view name, const Tensor& output, const Inputs& inputs,
-                 const SavedList& saved, BackwardFn backward) {
+                 const SavedList& saved, BackwardFn backward, AddIntoFn add_into = nullptr) {
   if (!grad_enabled) return;
   std::vector<Edge> edges;
   std::vector<bool> needs;
@@ -128,8 +150,9 @@ void record_impl(std::string_view name, const Tensor& output, const Inputs& inpu
                                         : SavedTensor{Tensor(), 0});
   }
   AutogradMeta& meta = output.impl()->autograd_meta();
-  meta.grad_fn = std::make_shared<FunctionNode>(name, std::move(edges), std::move(saved_tensors),
-                                                std::move(needs), std::move(backward));
+  meta.grad_fn =
+      std::make_shared<FunctionNode>(name, std::move(edges), std::move(saved_tensors),
+                                     std::move(needs), std::move(backward), std::move(add_into));
 }
 
 }  // namespace
@@ -153,6 +176,12 @@ void record(std::string_view name, const Tensor& output, const std::vector<Tenso
   record_impl(name, output, inputs, saved, std::move(backward));
 }
 
+void record_sparse(std::string_view name, const Tensor& output,
+                   std::initializer_list<Tensor> inputs, std::initializer_list<Tensor> saved,
+                   BackwardFn backward, AddIntoFn add_into) {
+  record_impl(name, output, inputs, saved, std::move(backward), std::move(add_into));
+}
+
 bool any_requires_grad(std::initializer_list<Tensor> inputs) {
   if (!grad_enabled) return false;
   for (const Tensor& t : inputs)
@@ -164,6 +193,25 @@ bool grad_mode_enabled() { return grad_enabled; }
 
 NoGradGuard::NoGradGuard() : previous_(grad_enabled) { grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { grad_enabled = previous_; }
+
+namespace {
+
+// Lets a node with a sparse gradient for input 0 (record_sparse) add it in place into that input's
+// pending gradient, when one has arrived and nothing else references it.
+bool add_into_pending(Node& node, const Tensor& grad_output,
+                      std::unordered_map<Node*, Tensor>& pending) {
+  const std::vector<Edge>& edges = node.next_edges();
+  if (edges.empty() || !edges[0].node) return false;
+  for (std::size_t i = 1; i < edges.size(); ++i)
+    if (edges[i].node) return false;
+  const auto it = pending.find(edges[0].node.get());
+  if (it == pending.end() || !it->second.defined() || !exclusively_owned(it->second) ||
+      it->second.shape() != edges[0].input.shape || it->second.dtype() != edges[0].input.dtype)
+    return false;
+  return node.add_into_first_input(grad_output, it->second);
+}
+
+}  // namespace
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   KILN_CHECK(root.defined(), "backward: called on an undefined tensor");
@@ -212,7 +260,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     Grads grads;
     if (grad_output.defined()) {
       profile::Scope scope(node->family());
-      grads = node->apply(grad_output);
+      if (!add_into_pending(*node, grad_output, pending)) grads = node->apply(grad_output);
       grad_output = Tensor();
     }
     if (!retain_graph) node->release();

@@ -44,6 +44,10 @@ class Saved {
 };
 
 using BackwardFn = std::function<Grads(const Tensor& grad_output, const Saved& saved)>;
+// Adds an op's gradient for its first input into `gradient`, an existing dense gradient of that
+// input, in place (see record_sparse).
+using AddIntoFn =
+    std::function<void(const Tensor& grad_output, const Saved& saved, const Tensor& gradient)>;
 
 // What backward checks a returned gradient against.
 struct InputMeta {
@@ -70,6 +74,12 @@ class Node {
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   // Gradients for the inputs, given the gradient of the output.
   virtual Grads apply(const Tensor& grad_output) = 0;
+  // For a node whose only gradient is a sparse one for input 0: adds it into `gradient` (that
+  // input's dense gradient so far, referenced by nothing else) and returns true; false when the
+  // node cannot, and apply() must run.
+  virtual bool add_into_first_input(const Tensor& /*grad_output*/, const Tensor& /*gradient*/) {
+    return false;
+  }
   // Frees what apply needs (after a backward without retain_graph).
   virtual void release() {}
 
@@ -87,6 +97,16 @@ void record(std::string_view name, const Tensor& output, std::initializer_list<T
             std::initializer_list<Tensor> saved, BackwardFn backward);
 void record(std::string_view name, const Tensor& output, const std::vector<Tensor>& inputs,
             const std::vector<Tensor>& saved, BackwardFn backward);
+
+// Like record(), for an op whose gradient for its first input touches few of that input's elements
+// (a row gather: an embedding lookup). When another op has already given that input a dense
+// gradient, backward calls add_into to add this op's gradient into it in place, instead of
+// `backward` materialising a mostly-zero tensor the size of the input and adding it: for the
+// tied embedding of a language model, a (V, d) zero fill and add per step. Only for ops whose
+// other inputs never need a gradient.
+void record_sparse(std::string_view name, const Tensor& output,
+                   std::initializer_list<Tensor> inputs, std::initializer_list<Tensor> saved,
+                   BackwardFn backward, AddIntoFn add_into);
 
 // True when grad mode is on and some input requires grad: the op will record a node. Ops use it
 // to skip saving work (e.g. a dropout mask) that only backward needs.

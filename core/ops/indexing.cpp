@@ -29,14 +29,19 @@ Tensor gather(const Tensor& table, const Tensor& ids) {
   return out;
 }
 
-// d table = zeros with grad row i added into row ids[i].
-Tensor scatter_add(const Tensor& grad, const Tensor& ids, std::int64_t rows) {
+// Adds grad row i (contiguous (n, cols)) into row ids[i] of table_grad (contiguous (rows, cols)).
+void scatter_add_into(const Tensor& table_grad, const Tensor& grad, const Tensor& ids) {
   const std::int64_t cols = grad.size(1);
-  Tensor out = zeros({rows, cols}, {grad.dtype(), grad.device()});
   if (ids.numel() > 0 && cols > 0)
     backend_of(grad).scatter_add_rows(grad.dtype(), grad.raw_data(),
                                       static_cast<const std::int64_t*>(ids.raw_data()), ids.numel(),
-                                      cols, out.raw_data(), rows);
+                                      cols, table_grad.raw_data(), table_grad.size(0));
+}
+
+// d table = zeros with grad row i added into row ids[i].
+Tensor scatter_add(const Tensor& grad, const Tensor& ids, std::int64_t rows) {
+  Tensor out = zeros({rows, grad.size(1)}, {grad.dtype(), grad.device()});
+  scatter_add_into(out, grad, ids);
   return out;
 }
 
@@ -50,7 +55,24 @@ Tensor select_along(const Tensor& x, int dim, const Tensor& index) {
   const std::int64_t cols = rows == 0 ? 0 : front.numel() / rows;
   front_shape[0] = index.numel();
   Tensor out = gather(front.view({rows, cols}), index).view(front_shape).transpose(0, dim);
-  if (dim != 0) out = out.contiguous();
+  if (dim == 0) {
+    // Rows of the gradient add into the rows they came from: in place into the table's gradient
+    // when it already has one (the tied embedding), else into zeros.
+    record_sparse(
+        "index_select", out, {x, index}, {index},
+        [rows, cols](const Tensor& g, const Saved& s) {
+          const Tensor g_rows = g.contiguous().view({g.size(0), cols});
+          Shape grad_shape = g.shape();
+          grad_shape[0] = rows;
+          return Grads{scatter_add(g_rows, s[0], rows).view(grad_shape), Tensor()};
+        },
+        [cols](const Tensor& g, const Saved& s, const Tensor& table_grad) {
+          scatter_add_into(table_grad.view({table_grad.size(0), cols}),
+                           g.contiguous().view({g.size(0), cols}), s[0]);
+        });
+    return out;
+  }
+  out = out.contiguous();
   record("index_select", out, {x, index}, {index}, [dim, rows](const Tensor& g, const Saved& s) {
     const Tensor g_front = g.transpose(0, dim).contiguous();
     Shape grad_shape = g_front.shape();

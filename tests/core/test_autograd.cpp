@@ -29,6 +29,36 @@ TEST_CASE("a tensor used twice receives the sum of both gradients", "[autograd]"
   REQUIRE(x.grad().to_vector<double>() == std::vector<double>{6.0, 6.0});
 }
 
+TEST_CASE("an embedding adds its rows into a table gradient that another use already gave",
+          "[autograd]") {
+  // A tied table: looked up by ids and multiplied densely. Backward reaches the two uses in
+  // either order; when the dense gradient arrives first the lookup adds its rows into it in
+  // place (record_sparse). Both must equal the one-hot formulation, and .grad must accumulate.
+  Generator gen(4);
+  const Tensor table = uniform({5, 3}, -1, 1, {.dtype = DType::f64}, &gen);
+  const Tensor x = uniform({2, 3}, -1, 1, {.dtype = DType::f64}, &gen);
+  const Tensor ids = from_vector<std::int64_t>({1, 3, 1, 4}, {4});
+  const Tensor weights = uniform({4, 3}, -1, 1, {.dtype = DType::f64}, &gen);
+  const Tensor one_hot =
+      eq(ids.view({4, 1}), arange(5, {.dtype = DType::i64}).view({1, 5})).to(DType::f64);
+  for (bool lookup_first : {true, false}) {
+    INFO("lookup first in the forward: " << lookup_first);
+    const auto loss = [&](const Tensor& t, bool dense_lookup) {
+      const Tensor looked_up = dense_lookup ? matmul(one_hot, t) : embedding(t, ids);
+      const Tensor lookup_term = (looked_up * weights).sum();
+      const Tensor dense_term = (matmul(x, t.t()) * matmul(x, t.t())).sum();
+      return lookup_first ? lookup_term + dense_term : dense_term + lookup_term;
+    };
+    const Tensor fused = table.detach().requires_grad_(),
+                 composed = table.detach().requires_grad_();
+    loss(fused, false).backward();
+    loss(composed, true).backward();
+    REQUIRE_NEAR(fused.grad(), composed.grad(), 1e-12, 1e-14);
+    loss(fused, false).backward();  // accumulates into the existing .grad
+    REQUIRE_NEAR(fused.grad(), composed.grad() * 2.0, 1e-12, 1e-14);
+  }
+}
+
 TEST_CASE("gradient accumulates over two backward calls until reset", "[autograd]") {
   const Tensor w = from_vector<double>({1, 2}, {2}).requires_grad_();
   const Tensor x = from_vector<double>({3, 4}, {2});
