@@ -172,14 +172,15 @@ class Backend {
                                       std::int64_t ignore_index, const void* logsumexp,
                                       const void* grad_loss, double scale, void* dlogits) = 0;
 
-  // As cross_entropy_forward, and then overwrites logits in place with
-  // softmax(logits) - onehot(target) (0 on ignored rows): the gradient up to its scale, computed
-  // in the same pass over each row. The default composes cross_entropy_forward and
-  // cross_entropy_backward; backends override it with one fused pass.
-  virtual void cross_entropy_forward_with_grad(DType dtype, std::int64_t rows, std::int64_t cols,
-                                               void* logits, const std::int64_t* targets,
-                                               std::int64_t ignore_index, void* loss,
-                                               void* logsumexp);
+  // As cross_entropy_forward, and then overwrites each row of logits in place with
+  // exp(logits - shift), for a per-row shift of the backend's choosing, and sets row_scale so that
+  // softmax(logits)[r] = logits'[r] * row_scale[r]; ignored rows become 0 with row_scale 0. The
+  // softmax without a normalising pass over the (rows, cols) logits: the tied LM head folds
+  // row_scale into its small operands instead (core/ops/linear_cross_entropy.h).
+  virtual void cross_entropy_forward_exp(DType dtype, std::int64_t rows, std::int64_t cols,
+                                         void* logits, const std::int64_t* targets,
+                                         std::int64_t ignore_index, void* loss, void* logsumexp,
+                                         void* row_scale) = 0;
 
   // ---- Indexing
   // Index of the first id outside [0, limit), or -1 when all are valid.

@@ -50,10 +50,9 @@ class CpuBackend final : public Backend {
                               const void* logsumexp, const void* grad_loss, double scale,
                               void* dlogits) override;
 
-  void cross_entropy_forward_with_grad(DType dtype, std::int64_t rows, std::int64_t cols,
-                                       void* logits, const std::int64_t* targets,
-                                       std::int64_t ignore_index, void* loss,
-                                       void* logsumexp) override;
+  void cross_entropy_forward_exp(DType dtype, std::int64_t rows, std::int64_t cols, void* logits,
+                                 const std::int64_t* targets, std::int64_t ignore_index, void* loss,
+                                 void* logsumexp, void* row_scale) override;
 
   std::int64_t find_invalid_id(const std::int64_t* ids, std::int64_t n,
                                std::int64_t limit) override;

@@ -249,11 +249,11 @@ void cross_entropy_backward_rows(std::int64_t rows, std::int64_t cols, const T* 
 }
 
 // Per row: the max (one read from memory), then the row overwritten with e = exp(x - max) and
-// summed (in L2, one exp per element), then scaled to softmax - onehot(target).
+// summed (in L2, one exp per element); softmax = e / sum, so row_scale = 1 / sum.
 template <typename T>
-void cross_entropy_with_grad_rows(std::int64_t rows, std::int64_t cols, T* logits,
-                                  const std::int64_t* targets, std::int64_t ignore_index, T* loss,
-                                  T* logsumexp) {
+void cross_entropy_exp_rows(std::int64_t rows, std::int64_t cols, T* logits,
+                            const std::int64_t* targets, std::int64_t ignore_index, T* loss,
+                            T* logsumexp, T* row_scale) {
   parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
     T* xr = logits + r * cols;
     const T max = row_max(xr, cols);
@@ -264,28 +264,23 @@ void cross_entropy_with_grad_rows(std::int64_t rows, std::int64_t cols, T* logit
                            : sum_exp<T, true>(xr, cols, max, next_row(logits, r, rows, cols));
     const T log_sum = static_cast<T>(std::log(sum));
     logsumexp[r] = max + log_sum;
-    if (ignored) {
-      loss[r] = T(0);
-      std::fill(xr, xr + cols, T(0));
-      return;
-    }
-    loss[r] = (max - target_logit) + log_sum;
-    const T inv = static_cast<T>(1.0 / sum);
-    for (std::int64_t j = 0; j < cols; ++j) xr[j] *= inv;
-    xr[targets[r]] -= T(1);
+    loss[r] = ignored ? T(0) : (max - target_logit) + log_sum;
+    row_scale[r] = ignored ? T(0) : static_cast<T>(1.0 / sum);
+    if (ignored) std::fill(xr, xr + cols, T(0));
   });
 }
 
 }  // namespace
 
-void CpuBackend::cross_entropy_forward_with_grad(DType dtype, std::int64_t rows, std::int64_t cols,
-                                                 void* logits, const std::int64_t* targets,
-                                                 std::int64_t ignore_index, void* loss,
-                                                 void* logsumexp) {
+void CpuBackend::cross_entropy_forward_exp(DType dtype, std::int64_t rows, std::int64_t cols,
+                                           void* logits, const std::int64_t* targets,
+                                           std::int64_t ignore_index, void* loss, void* logsumexp,
+                                           void* row_scale) {
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
-    cross_entropy_with_grad_rows(rows, cols, static_cast<T*>(logits), targets, ignore_index,
-                                 static_cast<T*>(loss), static_cast<T*>(logsumexp));
+    cross_entropy_exp_rows(rows, cols, static_cast<T*>(logits), targets, ignore_index,
+                           static_cast<T*>(loss), static_cast<T*>(logsumexp),
+                           static_cast<T*>(row_scale));
   });
 }
 

@@ -83,10 +83,9 @@ class CudaBackend final : public Backend {
   void cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t cols, const void* logits,
                              const std::int64_t* targets, std::int64_t ignore_index, void* loss,
                              void* logsumexp) override;
-  void cross_entropy_forward_with_grad(DType dtype, std::int64_t rows, std::int64_t cols,
-                                       void* logits, const std::int64_t* targets,
-                                       std::int64_t ignore_index, void* loss,
-                                       void* logsumexp) override;
+  void cross_entropy_forward_exp(DType dtype, std::int64_t rows, std::int64_t cols, void* logits,
+                                 const std::int64_t* targets, std::int64_t ignore_index, void* loss,
+                                 void* logsumexp, void* row_scale) override;
   void cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* logits,
                               const std::int64_t* targets, std::int64_t ignore_index,
                               const void* logsumexp, const void* grad_loss, double scale,

@@ -259,13 +259,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// As cross_entropy_forward_kernel, then the row overwritten with softmax - onehot(target) (0 on
-// ignored rows): two passes over the row, one read and one read-write.
+// As cross_entropy_forward_kernel, then the row overwritten with its softmax, exp(x - lse), with
+// row_scale 1 (0 on ignored rows, whose row becomes 0): two passes over the row, one read and one
+// read-write.
 template <typename T, int kGroup>
 __global__ void __launch_bounds__(kThreads)
-    cross_entropy_with_grad_kernel(std::int64_t rows, std::int64_t cols, T* logits,
-                                   const std::int64_t* targets, std::int64_t ignore_index, T* loss,
-                                   T* logsumexp) {
+    cross_entropy_exp_kernel(std::int64_t rows, std::int64_t cols, T* logits,
+                             const std::int64_t* targets, std::int64_t ignore_index, T* loss,
+                             T* logsumexp, T* row_scale) {
   using G = RowGroup<kGroup>;
   __shared__ MaxSum<T> shared[kWarp];
   for (std::int64_t r = G::first_row(); r < rows; r += G::row_step()) {
@@ -276,13 +277,12 @@ __global__ void __launch_bounds__(kThreads)
     if (G::lane() == 0) {
       logsumexp[r] = lse;
       loss[r] = ignored ? T(0) : lse - xr[target];
+      row_scale[r] = ignored ? T(0) : T(1);  // the row becomes the softmax itself
     }
     // xr[target] is read above before any thread of the group overwrites it below.
     G::sync();
-    for (std::int64_t j = G::lane(); j < cols; j += kGroup) {
-      const T p = math::exp(xr[j] - lse);
-      xr[j] = ignored ? T(0) : (j == target ? p - T(1) : p);
-    }
+    for (std::int64_t j = G::lane(); j < cols; j += kGroup)
+      xr[j] = ignored ? T(0) : math::exp(xr[j] - lse);
   }
 }
 
@@ -403,18 +403,19 @@ void CudaBackend::cross_entropy_forward(DType dtype, std::int64_t rows, std::int
   });
 }
 
-void CudaBackend::cross_entropy_forward_with_grad(DType dtype, std::int64_t rows, std::int64_t cols,
-                                                  void* logits, const std::int64_t* targets,
-                                                  std::int64_t ignore_index, void* loss,
-                                                  void* logsumexp) {
+void CudaBackend::cross_entropy_forward_exp(DType dtype, std::int64_t rows, std::int64_t cols,
+                                            void* logits, const std::int64_t* targets,
+                                            std::int64_t ignore_index, void* loss, void* logsumexp,
+                                            void* row_scale) {
   activate();
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     launch_rows(rows, cols, [&](auto group, unsigned grid) {
-      gpu::cross_entropy_with_grad_kernel<T, decltype(group)::value>
+      gpu::cross_entropy_exp_kernel<T, decltype(group)::value>
           <<<grid, gpu::kThreads, 0, stream_>>>(rows, cols, static_cast<T*>(logits), targets,
                                                 ignore_index, static_cast<T*>(loss),
-                                                static_cast<T*>(logsumexp));
+                                                static_cast<T*>(logsumexp),
+                                                static_cast<T*>(row_scale));
     });
   });
 }

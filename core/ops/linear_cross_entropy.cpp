@@ -1,7 +1,11 @@
 #include "core/ops/linear_cross_entropy.h"
 
 #include "core/autograd.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/factories.h"
+#include "core/ops/indexing.h"
 #include "core/ops/op_utils.h"
+#include "core/ops/select.h"
 #include "core/profiler.h"
 
 namespace kiln {
@@ -50,13 +54,15 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   const auto* target_ids = static_cast<const std::int64_t*>(ids.raw_data());
   const std::size_t element = dtype_size(x.dtype());
   const bool gradient = any_requires_grad({x, weight});
-  Tensor logits;  // (N, V), becomes G; kept for backward
+  Tensor logits;     // (N, V), becomes P' = exp(logits - shift); kept for backward
+  Tensor row_scale;  // (N): softmax = P' * row_scale (0 on ignored rows)
   if (gradient) {
     logits = empty({rows, classes}, {x.dtype(), x.device()});
+    row_scale = empty({rows}, {x.dtype(), x.device()});
     gemm_into(logits, input, false, w, true, 1.0);  // X W^T
-    backend.cross_entropy_forward_with_grad(x.dtype(), rows, classes, logits.raw_data(), target_ids,
-                                            ignore_index, row_loss.raw_data(),
-                                            logsumexp.raw_data());
+    backend.cross_entropy_forward_exp(x.dtype(), rows, classes, logits.raw_data(), target_ids,
+                                      ignore_index, row_loss.raw_data(), logsumexp.raw_data(),
+                                      row_scale.raw_data());
   } else {
     // Without a gradient the logits are only read once more: compute them a block of rows at a
     // time into one buffer that stays in cache, instead of an (N, V) tensor.
@@ -78,18 +84,33 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   Tensor loss = empty({}, {x.dtype(), x.device()});
   backend.unary(UnaryOp::mul_scalar, arg_of(loss), arg_of(total), scale);
 
-  // dX = (g / count) G W, dW = (g / count) G^T X; g is read on the host (one scalar).
-  record("linear_cross_entropy", loss, {x, weight, targets}, {input, w, logits},
-         [scale](const Tensor& g, const Saved& s) {
+  // With alpha = g / count (g read on the host, one scalar), S = diag(row_scale), M = onehot:
+  //   dX = alpha (S P' W - M W),  dW = alpha (P'^T (S X) - M^T X).
+  // S and M act on (N, d) operands and results, never on the (N, V) P'.
+  record("linear_cross_entropy", loss, {x, weight, targets}, {input, w, logits, row_scale, ids},
+         [scale, ignore_index](const Tensor& g, const Saved& s) {
            const double alpha = g.item<double>() * scale;
+           const Tensor &input = s[0], &w = s[1], &p = s[2], &row_scale = s[3], &ids = s[4];
+           const std::int64_t rows = input.size(0);
+           const Tensor counted =
+               ne(ids, full({}, static_cast<double>(ignore_index), {DType::i64, ids.device()}));
+           const Tensor safe_ids = where(counted, ids, zeros({}, {DType::i64, ids.device()}));
+           const Tensor counted_alpha = (counted.to(g.dtype()) * alpha).view({rows, 1});
+           const Tensor scale_rows = row_scale.view({rows, 1});
            Tensor dx, dw;
            if (s.needs_grad(0)) {
-             dx = empty(s[0].shape(), {g.dtype(), g.device()});
-             gemm_into(dx, s[2], false, s[1], false, alpha);
+             const Tensor pw = empty(input.shape(), {g.dtype(), g.device()});
+             gemm_into(pw, p, false, w, false, alpha);  // alpha P' W
+             dx = pw * scale_rows - index_select(w, 0, safe_ids) * counted_alpha;
            }
            if (s.needs_grad(1)) {
-             dw = empty(s[1].shape(), {g.dtype(), g.device()});
-             gemm_into(dw, s[2], true, s[0], false, alpha);
+             dw = empty(w.shape(), {g.dtype(), g.device()});
+             gemm_into(dw, p, true, (input * scale_rows).contiguous(), false, alpha);
+             // dW[target] -= alpha x for every counted row (in row order: deterministic).
+             const Tensor minus_rows = (input * -counted_alpha).contiguous();
+             backend_of(dw).scatter_add_rows(dw.dtype(), minus_rows.raw_data(),
+                                             static_cast<const std::int64_t*>(safe_ids.raw_data()),
+                                             rows, w.size(1), dw.raw_data(), w.size(0));
            }
            return Grads{dx, dw, Tensor()};
          });

@@ -1,12 +1,12 @@
 // The output head of a language model, fused: logits = X W^T and their mean cross-entropy
 //   loss = mean over counted rows of (logsumexp(logits_row) - logits_row[target]),
-// without a separate logits tensor for backward. When a gradient is needed, the logits buffer
-// is turned in place into d loss / d logits (up to the 1/count scale),
-//   G = softmax(logits) - onehot(target)   (0 on ignored rows),
-// in the same pass that computes the loss, and backward is two GEMMs with alpha = g / count:
-//   dX = alpha G W,   dW = alpha G^T X.
-// The (N, V) logits are written once and read twice, and one (N, V) buffer suffices — versus
-// three passes and two buffers for matmul followed by cross_entropy. Equal to
+// without a separate logits tensor for backward. When a gradient is needed, the pass that
+// computes the loss also turns the logits buffer in place into P' = exp(logits - shift) with a
+// per-row scale s (softmax = diag(s) P', s = 0 on ignored rows), and backward is two GEMMs with
+// alpha = g / count, the scale and the one-hot term M applied to (N, d) operands only:
+//   dX = alpha (diag(s) (P' W) - M W),   dW = alpha (P'^T (diag(s) X) - M^T X).
+// The (N, V) logits are written once, rewritten once and read twice, and one (N, V) buffer
+// suffices — versus more passes and two buffers for matmul followed by cross_entropy. Equal to
 // cross_entropy(matmul(X, W^T), targets) in value and gradient (tests/core/test_fused.cpp).
 #pragma once
 

@@ -114,9 +114,10 @@ TEST_CASE("matmul is bit-identical run to run with 3 threads", "[determinism]") 
 }
 
 TEST_CASE("the LM head's row kernels are bit-identical for 1, 2 and 3 threads", "[determinism]") {
-  // 3,000 classes span several blocks of exponentials; the fused kernel (loss, logsumexp and the
-  // logits overwritten by softmax - onehot) is called directly, since linear_cross_entropy's
-  // GEMMs come from the BLAS, which is deterministic only for a fixed thread count.
+  // 3,000 classes span several blocks of exponentials; the fused kernel (loss, logsumexp, the
+  // logits overwritten by exp(logits - shift) and the row scales) is called directly, since
+  // linear_cross_entropy's GEMMs come from the BLAS, which is deterministic only for a fixed thread
+  // count.
   const std::int64_t rows = 96, classes = 3000;
   std::vector<std::int64_t> targets(rows);
   for (std::size_t i = 0; i < targets.size(); ++i)
@@ -126,11 +127,10 @@ TEST_CASE("the LM head's row kernels are bit-identical for 1, 2 and 3 threads", 
   const Tensor logits = big({rows, classes}, 8);
   const auto fused = [&](int threads) {
     set_num_threads(threads);
-    std::vector<Tensor> out{logits.clone(), empty({rows}), empty({rows})};
+    std::vector<Tensor> out{logits.clone(), empty({rows}), empty({rows}), empty({rows})};
     backend_for(Device::cpu())
-        .cross_entropy_forward_with_grad(DType::f32, rows, classes, out[0].raw_data(),
-                                         targets.data(), -100, out[1].raw_data(),
-                                         out[2].raw_data());
+        .cross_entropy_forward_exp(DType::f32, rows, classes, out[0].raw_data(), targets.data(),
+                                   -100, out[1].raw_data(), out[2].raw_data(), out[3].raw_data());
     set_num_threads(2);
     return out;
   };
