@@ -115,16 +115,22 @@ int main(int argc, char** argv) {
   try {
     std::printf("%s\n", environment_summary().c_str());
     const int repeats = quick ? 3 : 7;
+    // The square sizes, then the default model's training GEMMs as bench_train --profile lists
+    // them (the same m n k and transposes), to compare the step's GEMMs with the BLAS alone.
     const std::vector<GemmCase> gemms = {
         {1024, 1024, 1024, false, false, "square"},
         {2048, 2048, 2048, false, false, "square"},
         {2048, 33278, 256, false, true, "logits = h E^T (LM forward)"},
+        {33278, 256, 2048, true, false, "dE = dlogits^T h (LM backward)"},
         {2048, 256, 33278, false, false, "dh = dlogits E (LM backward)"},
-        {256, 33278, 2048, true, false, "dE^T = h^T dlogits (LM backward)"},
+        {2048, 1024, 256, false, true, "FFN up, forward"},
+        {1024, 256, 2048, true, false, "FFN up, weight gradient"},
+        {2048, 256, 1024, false, false, "FFN up, input gradient"},
+        {2048, 768, 256, false, true, "QKV projection, forward"},
     };
     for (int threads : thread_counts)
       for (const GemmCase& g : gemms)
-        if (!(quick && g.m == 2048 && g.n == 2048)) bench_gemm(g, threads, repeats);
+        if (!(quick && g.m == 2048 && g.n == 2048 && g.k == 2048)) bench_gemm(g, threads, repeats);
     for (int threads : thread_counts) {
       bench_row_kernels(2048, 33278, threads, repeats);
       bench_row_kernels(2048, 256, threads, quick ? 20 : 50);

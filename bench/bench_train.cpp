@@ -153,6 +153,15 @@ int main(int argc, char** argv) {
           gemm.flops / gemm.seconds * 1e-9, gemm.calls / steps,
           1e3 * (timed_seconds - gemm.seconds) / steps,
           100.0 * (timed_seconds - gemm.seconds) / timed_seconds);
+      std::printf("GEMM shapes (m n k batch, op(A) op(B)), most time first:\n");
+      for (const auto& [shape, totals] : profile::gemm_shapes()) {
+        if (totals.seconds < 0.01 * gemm.seconds) break;
+        std::printf("  %6lld %6lld %6lld %4lld  %s%s  %7.1f ms/step  %5.1f GFLOP/s\n",
+                    static_cast<long long>(shape.m), static_cast<long long>(shape.n),
+                    static_cast<long long>(shape.k), static_cast<long long>(shape.batch),
+                    shape.trans_a ? "T" : "N", shape.trans_b ? "T" : "N",
+                    1e3 * totals.seconds / steps, totals.flops / totals.seconds * 1e-9);
+      }
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_train: %s\n", e.what());

@@ -1,6 +1,8 @@
 #include "core/profiler.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <vector>
 
 namespace kiln::profile {
@@ -11,6 +13,7 @@ using Clock = std::chrono::steady_clock;
 
 bool collecting = false;
 GemmTotals gemm;
+std::map<GemmShape, GemmTotals> gemm_by_shape;
 std::array<double, static_cast<std::size_t>(Family::count)> seconds{};
 // Open scopes of the thread that drives the model (kiln's ops are called from one thread).
 thread_local std::vector<Family> open_scopes;
@@ -59,6 +62,7 @@ void enable(bool on) {
   if (on) {
     seconds.fill(0.0);
     gemm = {};
+    gemm_by_shape.clear();
     open_scopes.clear();
     last_switch = Clock::now();
   }
@@ -73,10 +77,21 @@ std::array<double, static_cast<std::size_t>(Family::count)> totals() {
 
 GemmTotals gemm_totals() { return gemm; }
 
-void add_gemm(double elapsed_seconds, double flops) {
-  gemm.seconds += elapsed_seconds;
-  gemm.flops += flops;
-  ++gemm.calls;
+std::vector<std::pair<GemmShape, GemmTotals>> gemm_shapes() {
+  std::vector<std::pair<GemmShape, GemmTotals>> shapes(gemm_by_shape.begin(), gemm_by_shape.end());
+  std::stable_sort(shapes.begin(), shapes.end(), [](const auto& a, const auto& b) {
+    return a.second.seconds > b.second.seconds;
+  });
+  return shapes;
+}
+
+void add_gemm(const GemmShape& shape, double elapsed_seconds) {
+  const double flops = 2.0 * shape.m * shape.n * shape.k * shape.batch;
+  for (GemmTotals* totals : {&gemm, &gemm_by_shape[shape]}) {
+    totals->seconds += elapsed_seconds;
+    totals->flops += flops;
+    ++totals->calls;
+  }
 }
 
 Family current() { return open_scopes.empty() ? Family::none : open_scopes.back(); }

@@ -11,6 +11,8 @@
 #include <array>
 #include <cstdint>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace kiln::profile {
 
@@ -43,14 +45,22 @@ Family effective(Family requested);
 Family current();
 
 // Time and arithmetic inside the backend's GEMM calls, across all families: the share of the
-// step that is matrix multiplication, and the rate it runs at.
+// step that is matrix multiplication, and the rate it runs at, in total and per GEMM shape (to
+// compare with the BLAS alone on the same shapes: bench_ops).
 struct GemmTotals {
   double seconds = 0.0;
   double flops = 0.0;
   std::int64_t calls = 0;
 };
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0, batch = 1;
+  bool trans_a = false, trans_b = false;
+  auto operator<=>(const GemmShape&) const = default;
+};
 GemmTotals gemm_totals();
-void add_gemm(double elapsed_seconds, double flops);
+// Per shape, the most time first.
+std::vector<std::pair<GemmShape, GemmTotals>> gemm_shapes();
+void add_gemm(const GemmShape& shape, double elapsed_seconds);
 
 // Charges the time until destruction to `family` (exclusive of nested scopes).
 class Scope {

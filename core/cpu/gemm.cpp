@@ -102,7 +102,7 @@ void CpuBackend::gemm(const GemmArgs& args) {
   if (timed) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    profile::add_gemm(seconds, 2.0 * args.m * args.n * args.k * args.batch);
+    profile::add_gemm({args.m, args.n, args.k, args.batch, args.trans_a, args.trans_b}, seconds);
   }
 }
 
