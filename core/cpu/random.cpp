@@ -2,14 +2,7 @@
 // core/philox.h, so the CUDA backend produces the same numbers.
 #include <algorithm>
 
-#if defined(__AVX512F__)
-// GCC 12.2 warns inside its own AVX-512 headers (_mm512_undefined_epi32, GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
-
+#include "core/cpu/avx512.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/parallel.h"
 #include "core/philox.h"

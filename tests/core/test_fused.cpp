@@ -88,6 +88,29 @@ TEST_CASE("causal softmax equals softmax with future keys masked to -inf", "[fus
   }
 }
 
+TEST_CASE("float32 wide rows: -inf entries get probability 0 and a NaN logit gives a NaN loss",
+          "[fused]") {
+  // Vectorised exponentials must not turn -inf into NaN nor swallow a NaN.
+  std::vector<float> row(3000);
+  for (std::size_t j = 0; j < row.size(); ++j) row[j] = std::sin(0.1f * j) * 5;
+  for (std::size_t j = 0; j < row.size(); j += 7) row[j] = -INFINITY;
+  const std::vector<float> p = softmax(from_vector(row, {1, 3000})).to_vector<float>();
+  double total = 0;
+  for (std::size_t j = 0; j < row.size(); ++j) {
+    REQUIRE(std::isfinite(p[j]));
+    if (j % 7 == 0) REQUIRE(p[j] == 0.0f);
+    total += p[j];
+  }
+  REQUIRE(near(total, 1.0, 1e-5, 0));
+  row[1234] = NAN;
+  const Tensor logits = from_vector(row, {1, 3000});
+  REQUIRE(std::isnan(cross_entropy(logits, from_vector<std::int64_t>({5}, {1})).item<double>()));
+  const Tensor x = from_vector<float>({1.0f}, {1, 1}).requires_grad_();
+  const Tensor weight = logits.t().contiguous();  // (3000, 1): logits = x W^T = the row
+  REQUIRE(std::isnan(
+      linear_cross_entropy(x, weight, from_vector<std::int64_t>({5}, {1})).item<double>()));
+}
+
 TEST_CASE("causal_attention equals the composed heads, matmuls, causal softmax and dropout",
           "[fused]") {
   Generator gen(12);
