@@ -266,7 +266,11 @@ void cross_entropy_exp_rows(std::int64_t rows, std::int64_t cols, T* logits,
     logsumexp[r] = max + log_sum;
     loss[r] = ignored ? T(0) : (max - target_logit) + log_sum;
     row_scale[r] = ignored ? T(0) : static_cast<T>(1.0 / sum);
-    if (ignored) std::fill(xr, xr + cols, T(0));
+    if (ignored) {
+      std::fill(xr, xr + cols, T(0));
+    } else if (max == -std::numeric_limits<T>::infinity()) {  // exp(-inf - -inf): no softmax
+      std::fill(xr, xr + cols, std::numeric_limits<T>::quiet_NaN());
+    }
   });
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "core/ops/factories.h"
 #include "core/ops/op_utils.h"
 #include "core/profiler.h"
 
@@ -39,9 +40,9 @@ struct Geometry {
 };
 
 // C_b = alpha op(A_b) op(B_b) + beta C_b for every batch element b, as one strided-batched GEMM.
-void head_gemm(const Geometry& geo, std::int64_t m, std::int64_t n, std::int64_t k,
-               const Tensor& a, HeadMatrix ma, bool trans_a, const Tensor& b, HeadMatrix mb,
-               bool trans_b, const Tensor& c, HeadMatrix mc, double alpha, double beta) {
+void head_gemm(const Geometry& geo, std::int64_t m, std::int64_t n, std::int64_t k, const Tensor& a,
+               HeadMatrix ma, bool trans_a, const Tensor& b, HeadMatrix mb, bool trans_b,
+               const Tensor& c, HeadMatrix mc, double alpha, double beta) {
   const std::size_t element = dtype_size(c.dtype());
   GemmArgs g;
   g.dtype = c.dtype();
@@ -94,8 +95,12 @@ Tensor causal_attention(const Tensor& projected, std::int64_t heads, std::int64_
   // S_i = Q_i K_g^T / sqrt(d), then A = causal softmax(S) in place.
   Tensor probs = empty({geo.batch, heads, T, T}, options);
   Tensor out = empty({geo.batch, T, heads * geo.d}, options);
-  if (out.numel() == 0) {
+  if (out.numel() == 0) {  // no GEMMs on empty buffers; the gradient is all zeros
     if (probabilities != nullptr) *probabilities = probs;
+    record("causal_attention", out, {projected}, {},
+           [shape = qkv.shape()](const Tensor& grad, const Saved&) {
+             return Grads{zeros(shape, {grad.dtype(), grad.device()})};
+           });
     return out;
   }
   for (std::int64_t i = 0; i < heads; ++i)
@@ -140,14 +145,13 @@ Tensor causal_attention(const Tensor& projected, std::int64_t heads, std::int64_
              const std::int64_t g = geo.kv_of(i);
              head_gemm(geo, T, geo.d, T, dropped, geo.scores(i), true, dy, geo.output(i), false,
                        dqkv, geo.value(g), 1.0, geo.first_of_group(i) ? 0.0 : 1.0);
-             head_gemm(geo, T, T, geo.d, dy, geo.output(i), false, qkv, geo.value(g), true,
-                       dscores, geo.scores(i), 1.0, 0.0);
+             head_gemm(geo, T, T, geo.d, dy, geo.output(i), false, qkv, geo.value(g), true, dscores,
+                       geo.scores(i), 1.0, 0.0);
            }
            if (mask.defined())
              backend.binary(BinaryOp::mul, arg_of(dscores), arg_of(dscores), arg_of(mask));
            // dS = A * (dA - rowsum(dA * A)), in place; masked keys get 0.
-           backend.softmax_backward(rows, probs.raw_data(), dscores.raw_data(),
-                                    dscores.raw_data());
+           backend.softmax_backward(rows, probs.raw_data(), dscores.raw_data(), dscores.raw_data());
            // dQ_i = dS_i K_g / sqrt(d), dK_g = sum_i dS_i^T Q_i / sqrt(d).
            for (std::int64_t i = 0; i < geo.heads; ++i) {
              const std::int64_t g = geo.kv_of(i);

@@ -54,9 +54,16 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   const auto* target_ids = static_cast<const std::int64_t*>(ids.raw_data());
   const std::size_t element = dtype_size(x.dtype());
   const bool gradient = any_requires_grad({x, weight});
-  Tensor logits;     // (N, V), becomes P' = exp(logits - shift); kept for backward
-  Tensor row_scale;  // (N): softmax = P' * row_scale (0 on ignored rows)
+  Tensor logits;                  // (N, V), becomes P' = exp(logits - shift); kept for backward
+  Tensor row_scale;               // (N): softmax = P' * row_scale (0 on ignored rows)
+  Tensor counted_rows, safe_ids;  // (N): 1 or 0; the target, or 0 on ignored rows
   if (gradient) {
+    // Built now, with an exact int64 comparison, so that backward needs neither the targets
+    // (which the caller may refill before backward) nor ignore_index.
+    const Tensor ignore = from_vector<std::int64_t>({ignore_index}, {}, ids.device());
+    const Tensor counted_mask = ne(ids, ignore);
+    counted_rows = counted_mask.to(x.dtype());
+    safe_ids = where(counted_mask, ids, zeros({}, {DType::i64, ids.device()}));
     logits = empty({rows, classes}, {x.dtype(), x.device()});
     row_scale = empty({rows}, {x.dtype(), x.device()});
     gemm_into(logits, input, false, w, true, 1.0);  // X W^T
@@ -87,15 +94,14 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   // With alpha = g / count (g read on the host, one scalar), S = diag(row_scale), M = onehot:
   //   dX = alpha (S P' W - M W),  dW = alpha (P'^T (S X) - M^T X).
   // S and M act on (N, d) operands and results, never on the (N, V) P'.
-  record("linear_cross_entropy", loss, {x, weight, targets}, {input, w, logits, row_scale, ids},
-         [scale, ignore_index](const Tensor& g, const Saved& s) {
+  record("linear_cross_entropy", loss, {x, weight, targets},
+         {input, w, logits, row_scale, counted_rows, safe_ids},
+         [scale](const Tensor& g, const Saved& s) {
            const double alpha = g.item<double>() * scale;
-           const Tensor &input = s[0], &w = s[1], &p = s[2], &row_scale = s[3], &ids = s[4];
+           const Tensor &input = s[0], &w = s[1], &p = s[2], &row_scale = s[3];
+           const Tensor &counted_rows = s[4], &safe_ids = s[5];
            const std::int64_t rows = input.size(0);
-           const Tensor counted =
-               ne(ids, full({}, static_cast<double>(ignore_index), {DType::i64, ids.device()}));
-           const Tensor safe_ids = where(counted, ids, zeros({}, {DType::i64, ids.device()}));
-           const Tensor counted_alpha = (counted.to(g.dtype()) * alpha).view({rows, 1});
+           const Tensor counted_alpha = (counted_rows * alpha).view({rows, 1});
            const Tensor scale_rows = row_scale.view({rows, 1});
            Tensor dx, dw;
            if (s.needs_grad(0)) {

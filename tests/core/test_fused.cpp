@@ -2,6 +2,7 @@
 // 1e-10 relative), and the softmax family stays finite for logits of +-1e4.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/kiln.h"
@@ -150,6 +151,16 @@ TEST_CASE("causal_attention equals the composed heads, matmuls, causal softmax a
   }
 }
 
+TEST_CASE("causal_attention of an empty batch or sequence has a zero gradient", "[fused]") {
+  for (const Shape& shape : {Shape{0, 3, 12}, Shape{2, 0, 12}}) {
+    const Tensor projected = zeros(shape, {.dtype = DType::f64}).requires_grad_();
+    const Tensor out = causal_attention(projected, 2, 2);
+    REQUIRE(out.shape() == Shape{shape[0], shape[1], 4});
+    out.sum().backward();
+    REQUIRE(projected.grad().shape() == shape);
+  }
+}
+
 TEST_CASE("layer_norm equals (x - mean) / sqrt(var + eps) * gamma + beta", "[fused]") {
   Generator gen(3);
   const Tensor x = u({5, 8}, gen, -3, 3), gamma = u({8}, gen), beta = u({8}, gen);
@@ -230,6 +241,23 @@ TEST_CASE("linear_cross_entropy equals cross_entropy(matmul(x, W^T))", "[fused]"
       [](const auto& in) { return linear_cross_entropy(in[0], in[1], in[2]); },
       [](const auto& in) { return cross_entropy(matmul(in[0], in[1].t()), in[2]); },
       {x, weight, targets}, {true, true, false});
+}
+
+TEST_CASE("linear_cross_entropy's backward needs neither the targets nor a small ignore_index",
+          "[fused]") {
+  Generator gen(13);
+  const Tensor x = u({4, 3}, gen), weight = u({6, 3}, gen);
+  const std::int64_t ignore = std::numeric_limits<std::int64_t>::max();  // not exact in a double
+  const Tensor targets = from_vector<std::int64_t>({5, ignore, 0, 2}, {4});
+  const Tensor w1 = weight.detach().requires_grad_(), w2 = weight.detach().requires_grad_();
+  const Tensor loss = linear_cross_entropy(x, w1, targets, ignore);
+  targets.fill_(1.0);  // refilled before backward, as a training loop may do with its buffer
+  loss.backward();
+  const Tensor reference =
+      linear_cross_entropy(x, w2, from_vector<std::int64_t>({5, -100, 0, 2}, {4}), -100);
+  reference.backward();
+  REQUIRE_NEAR(loss, reference, kRtol, kAtol);
+  REQUIRE_NEAR(w1.grad(), w2.grad(), kRtol, kAtol);
 }
 
 TEST_CASE("linear equals matmul(x, W^T) + b, with and without bias", "[fused]") {
