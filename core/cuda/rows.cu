@@ -411,11 +411,9 @@ void CudaBackend::cross_entropy_forward_exp(DType dtype, std::int64_t rows, std:
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     launch_rows(rows, cols, [&](auto group, unsigned grid) {
-      gpu::cross_entropy_exp_kernel<T, decltype(group)::value>
-          <<<grid, gpu::kThreads, 0, stream_>>>(rows, cols, static_cast<T*>(logits), targets,
-                                                ignore_index, static_cast<T*>(loss),
-                                                static_cast<T*>(logsumexp),
-                                                static_cast<T*>(row_scale));
+      gpu::cross_entropy_exp_kernel<T, decltype(group)::value><<<grid, gpu::kThreads, 0, stream_>>>(
+          rows, cols, static_cast<T*>(logits), targets, ignore_index, static_cast<T*>(loss),
+          static_cast<T*>(logsumexp), static_cast<T*>(row_scale));
     });
   });
 }
