@@ -1,5 +1,6 @@
 #include "core/autograd.h"
 
+#include <algorithm>
 #include <atomic>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,12 +27,15 @@ struct SavedTensor {
 class FunctionNode final : public Node {
  public:
   FunctionNode(std::string_view name, std::vector<Edge> edges, std::vector<SavedTensor> saved,
-               std::vector<bool> needs_grad, BackwardFn backward, AddIntoFn add_into)
+               const std::vector<bool>& needs_grad, BackwardFn backward, AddIntoFn add_into)
       : Node(name, std::move(edges)),
         saved_(std::move(saved)),
-        needs_grad_(needs_grad.begin(), needs_grad.end()),
+        inputs_(needs_grad.size()),
+        needs_grad_(new bool[needs_grad.size()]),
         backward_(std::move(backward)),
-        add_into_(std::move(add_into)) {}
+        add_into_(std::move(add_into)) {
+    std::copy(needs_grad.begin(), needs_grad.end(), needs_grad_.get());
+  }
 
   Grads apply(const Tensor& grad_output) override {
     KILN_CHECK(backward_ != nullptr,
@@ -39,17 +43,13 @@ class FunctionNode final : public Node {
                "with retain_graph = true to backpropagate through it twice",
                name());
     const std::vector<Tensor> unpacked = unpack();
-    const std::unique_ptr<bool[]> needs = needs_grad();
-    return backward_(grad_output,
-                     Saved(unpacked, std::span<const bool>(needs.get(), needs_grad_.size())));
+    return backward_(grad_output, saved_view(unpacked));
   }
 
   bool add_into_first_input(const Tensor& grad_output, const Tensor& gradient) override {
     if (add_into_ == nullptr || backward_ == nullptr) return false;
     const std::vector<Tensor> unpacked = unpack();
-    const std::unique_ptr<bool[]> needs = needs_grad();
-    add_into_(grad_output, Saved(unpacked, std::span<const bool>(needs.get(), needs_grad_.size())),
-              gradient);
+    add_into_(grad_output, saved_view(unpacked), gradient);
     return true;
   }
 
@@ -61,6 +61,7 @@ class FunctionNode final : public Node {
   }
 
  private:
+  // The saved tensors, after checking that none was modified in place since the forward.
   std::vector<Tensor> unpack() const {
     std::vector<Tensor> unpacked;
     unpacked.reserve(saved_.size());
@@ -74,14 +75,13 @@ class FunctionNode final : public Node {
     return unpacked;
   }
 
-  std::unique_ptr<bool[]> needs_grad() const {
-    std::unique_ptr<bool[]> needs(new bool[needs_grad_.size()]);
-    for (std::size_t i = 0; i < needs_grad_.size(); ++i) needs[i] = needs_grad_[i];
-    return needs;
+  Saved saved_view(const std::vector<Tensor>& unpacked) const {
+    return Saved(unpacked, std::span<const bool>(needs_grad_.get(), inputs_));
   }
 
   std::vector<SavedTensor> saved_;
-  std::vector<char> needs_grad_;
+  std::size_t inputs_;
+  std::unique_ptr<bool[]> needs_grad_;  // bool[], not vector<bool>: Saved takes a span of it
   BackwardFn backward_;
   AddIntoFn add_into_;
 };
@@ -150,9 +150,8 @@ void record_impl(std::string_view name, const Tensor& output, const Inputs& inpu
                                         : SavedTensor{Tensor(), 0});
   }
   AutogradMeta& meta = output.impl()->autograd_meta();
-  meta.grad_fn =
-      std::make_shared<FunctionNode>(name, std::move(edges), std::move(saved_tensors),
-                                     std::move(needs), std::move(backward), std::move(add_into));
+  meta.grad_fn = std::make_shared<FunctionNode>(name, std::move(edges), std::move(saved_tensors),
+                                                needs, std::move(backward), std::move(add_into));
 }
 
 }  // namespace

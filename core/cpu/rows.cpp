@@ -258,19 +258,16 @@ void cross_entropy_exp_rows(std::int64_t rows, std::int64_t cols, T* logits,
     T* xr = logits + r * cols;
     const T max = row_max(xr, cols);
     const bool ignored = targets[r] == ignore_index;
+    const bool all_minus_inf = max == -std::numeric_limits<T>::infinity();  // no softmax
     const T target_logit = ignored ? T(0) : xr[targets[r]];
-    const double sum = max == -std::numeric_limits<T>::infinity()
-                           ? 0.0
-                           : sum_exp<T, true>(xr, cols, max, next_row(logits, r, rows, cols));
+    const double sum =
+        all_minus_inf ? 0.0 : sum_exp<T, true>(xr, cols, max, next_row(logits, r, rows, cols));
     const T log_sum = static_cast<T>(std::log(sum));
     logsumexp[r] = max + log_sum;
     loss[r] = ignored ? T(0) : (max - target_logit) + log_sum;
     row_scale[r] = ignored ? T(0) : static_cast<T>(1.0 / sum);
-    if (ignored) {
-      std::fill(xr, xr + cols, T(0));
-    } else if (max == -std::numeric_limits<T>::infinity()) {  // exp(-inf - -inf): no softmax
-      std::fill(xr, xr + cols, std::numeric_limits<T>::quiet_NaN());
-    }
+    if (ignored || all_minus_inf)
+      std::fill(xr, xr + cols, ignored ? T(0) : std::numeric_limits<T>::quiet_NaN());
   });
 }
 
