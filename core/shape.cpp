@@ -2,22 +2,20 @@
 
 #include <algorithm>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace kiln {
 
-std::int64_t numel_of(const Shape& sizes) {
-  std::int64_t n = 1;
-  for (std::int64_t s : sizes) n *= s;
-  return n;
-}
+std::int64_t numel_of(const Shape& sizes) { return checked_product(sizes, "shape"); }
 
 Shape contiguous_strides(const Shape& sizes) {
   Shape strides(sizes.size());
   std::int64_t stride = 1;
   for (std::size_t i = sizes.size(); i-- > 0;) {
     strides[i] = stride;
-    stride *= std::max<std::int64_t>(sizes[i], 1);
+    // The outermost product is computed too: it is the extent a view of the tensor may span.
+    stride = checked_mul(stride, std::max<std::int64_t>(sizes[i], 1), "the strides of a shape");
   }
   return strides;
 }

@@ -11,9 +11,11 @@ namespace kiln {
 
 using Shape = std::vector<std::int64_t>;
 
+// The element count; a kiln::Error when it overflows int64 (core/checked.h).
 std::int64_t numel_of(const Shape& sizes);
 
-// Row-major strides of a dense tensor of these sizes.
+// Row-major strides of a dense tensor of these sizes; a kiln::Error when the product of the sizes
+// (a size 0 counted as 1) overflows int64.
 Shape contiguous_strides(const Shape& sizes);
 
 // The broadcast of two shapes; op names the operation in the error raised when they disagree.

@@ -5,6 +5,7 @@
 
 #include "core/autograd.h"
 #include "core/backend.h"
+#include "core/checked.h"
 #include "core/ops/op_utils.h"
 #include "core/tensor_impl.h"
 
@@ -40,8 +41,9 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, std::int64_t of
 
 Tensor empty(const Shape& shape, TensorOptions options) {
   for (std::int64_t s : shape) KILN_CHECK(s >= 0, "empty: negative size in shape {}", shape);
-  auto storage =
-      std::make_shared<Storage>(numel_of(shape) * dtype_size(options.dtype), options.device);
+  const std::size_t nbytes = checked_bytes(checked_product(shape, "empty: shape"),
+                                           dtype_size(options.dtype), "empty: the tensor's bytes");
+  auto storage = std::make_shared<Storage>(nbytes, options.device);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape),
                                              0, options.dtype));
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/checked.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factories.h"
 #include "core/ops/join.h"
@@ -14,7 +15,11 @@ RotaryEmbedding::RotaryEmbedding(std::int64_t d_head, std::int64_t max_len, doub
       "RotaryEmbedding: d_head must be positive and even and max_len positive, got {} and {}",
       d_head, max_len);
   const std::int64_t pairs = d_head / 2;
-  std::vector<float> c(max_len * pairs), s(max_len * pairs);
+  // The sizes may come from a checkpoint: checked, and written straight into the tensors.
+  checked_mul(max_len, pairs, "RotaryEmbedding: the tables of max_len x d_head / 2");
+  Tensor cos_table = empty({max_len, pairs}), sin_table = empty({max_len, pairs});
+  float* c = cos_table.data<float>();  // (max_len, d_head / 2)
+  float* s = sin_table.data<float>();  // (max_len, d_head / 2)
   for (std::int64_t p = 0; p < max_len; ++p) {
     for (std::int64_t i = 0; i < pairs; ++i) {
       const double angle = static_cast<double>(p) * std::pow(base, -2.0 * i / d_head);
@@ -22,8 +27,8 @@ RotaryEmbedding::RotaryEmbedding(std::int64_t d_head, std::int64_t max_len, doub
       s[p * pairs + i] = static_cast<float>(std::sin(angle));
     }
   }
-  cos = register_buffer("cos", from_vector(c, {max_len, pairs}), false);
-  sin = register_buffer("sin", from_vector(s, {max_len, pairs}), false);
+  cos = register_buffer("cos", cos_table, false);
+  sin = register_buffer("sin", sin_table, false);
 }
 
 Tensor RotaryEmbedding::forward(const Tensor& x, std::int64_t offset) const {
