@@ -1,8 +1,11 @@
 #include "nn/config.h"
 
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "nn/transformer_layout.h"
 
 namespace kiln::nn {
 
@@ -46,6 +49,9 @@ void TransformerConfig::validate() const {
   KILN_CHECK(position != PositionKind::rope || d_head() % 2 == 0,
              "config: RoPE needs an even d_head, got {} (d_model {} / heads {})", d_head(), d_model,
              heads);
+  // Every size the model derives from these must fit int64 (errors name the fields): then the
+  // modules' own arithmetic cannot overflow.
+  model_bytes(*this, 3);
 }
 
 std::string TransformerConfig::to_json() const {
@@ -73,6 +79,11 @@ TransformerConfig TransformerConfig::from_json(std::string_view text) {
   auto integer = [&](const char* key) {
     KILN_CHECK(j.contains(key) && j[key].is_number_integer(),
                "config: '{}' is missing or not an integer", key);
+    // nlohmann would wrap an unsigned value beyond int64 to a negative one.
+    KILN_CHECK(!j[key].is_number_unsigned() ||
+                   j[key].get<std::uint64_t>() <=
+                       static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+               "config: '{}' is {}, beyond int64", key, j[key].dump());
     return j[key].get<std::int64_t>();
   };
   auto number = [&](const char* key) {

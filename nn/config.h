@@ -33,7 +33,9 @@ struct TransformerConfig {
   std::int64_t kv() const { return kv_heads == 0 ? heads : kv_heads; }
 
   // A kiln::Error naming the first field that is invalid (sizes, heads dividing d_model,
-  // kv_heads dividing heads, even d_head for RoPE, dropout in [0, 1)).
+  // kv_heads dividing heads, even d_head for RoPE, dropout in [0, 1)), or the fields whose
+  // product overflows int64 (the parameter count, the positional tables, with three copies of
+  // the parameters for training: nn/transformer_layout.h).
   void validate() const;
 
   std::string to_json() const;
