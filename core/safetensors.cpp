@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/crc32.h"
+#include "core/output_file.h"
 #include "core/utf8.h"
 
 namespace kiln {
@@ -67,6 +68,7 @@ thread_local std::optional<testing::SaveFault> armed_fault;
 class TempFile {
  public:
   TempFile(const std::string& target, const std::string& where) : target_(target), where_(where) {
+    check_output_file(target, "save_safetensors:");
     // pid + counter makes the name unique among live writers; O_EXCL skips a stale temporary
     // left by a dead process that had the same pid.
     static std::atomic<std::uint64_t> counter{0};
@@ -172,12 +174,23 @@ class Input {
 class InputFile final : public Input {
  public:
   InputFile(const std::string& path, const std::string& where) : where_(where) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait, forever, for a writer. Then
+    // fstat refuses anything but a regular file, and reads block again as usual.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     KILN_CHECK(fd_ >= 0, "{}cannot open it: {}", where_, errno_message());
-    struct stat info {};
-    KILN_CHECK(::fstat(fd_, &info) == 0, "{}cannot stat it: {}", where_, errno_message());
-    KILN_CHECK(S_ISREG(info.st_mode), "{}not a regular file", where_);
-    size_ = static_cast<std::uint64_t>(info.st_size);
+    try {
+      struct stat info {};
+      KILN_CHECK(::fstat(fd_, &info) == 0, "{}cannot stat it: {}", where_, errno_message());
+      KILN_CHECK(S_ISREG(info.st_mode),
+                 "{}not a regular file (a FIFO, device or folder); a checkpoint is a file", where_);
+      const int flags = ::fcntl(fd_, F_GETFL);
+      KILN_CHECK(flags >= 0 && ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) == 0,
+                 "{}cannot make its reads blocking: {}", where_, errno_message());
+      size_ = static_cast<std::uint64_t>(info.st_size);
+    } catch (const Error&) {
+      ::close(fd_);  // the destructor does not run for a constructor that throws
+      throw;
+    }
   }
   ~InputFile() override { ::close(fd_); }
   InputFile(const InputFile&) = delete;
@@ -364,6 +377,21 @@ void check_tiling(std::vector<Entry>& entries, std::uint64_t data_size, const st
              where, data_size - covered, covered);
 }
 
+// kiln's checksum: the CRC-32 of every tensor's bytes, tensors in byte-wise order of their names
+// (not of their data), so that a writer that orders the data otherwise (Python's safetensors
+// sorts it by dtype, then name) keeps it valid.
+std::uint32_t checksum_by_name(std::vector<std::pair<std::string_view, const Tensor*>> tensors) {
+  std::sort(tensors.begin(), tensors.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::uint32_t checksum = 0;
+  for (const auto& [name, tensor] : tensors) {
+    const std::uint64_t nbytes =
+        static_cast<std::uint64_t>(tensor->numel()) * dtype_size(tensor->dtype());
+    if (nbytes > 0) checksum = crc32(tensor->raw_data(), nbytes, checksum);
+  }
+  return checksum;
+}
+
 std::uint32_t parse_checksum(const std::string& text, const std::string& where) {
   const bool hex = text.size() == 8 && std::all_of(text.begin(), text.end(), [](char c) {
                      return std::isxdigit(static_cast<unsigned char>(c));
@@ -415,10 +443,9 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     }
   }
 
-  std::uint32_t checksum = 0;
-  for (const Item& item : items) {
-    if (item.nbytes > 0) checksum = crc32(item.host.raw_data(), item.nbytes, checksum);
-  }
+  std::vector<std::pair<std::string_view, const Tensor*>> by_name;
+  for (const Item& item : items) by_name.emplace_back(*item.name, &item.host);
+  const std::uint32_t checksum = checksum_by_name(by_name);
   Metadata all_metadata = metadata;
   all_metadata.emplace(kChecksumKey, hex8(checksum));
 
@@ -488,19 +515,25 @@ SafetensorsFile read_safetensors(Input& file, const std::string& where) {
   }
 
   // The entries tile the buffer in this order, so the data is read front to back.
-  std::uint32_t checksum = 0;
+  std::uint32_t file_order_checksum = 0;  // how kiln computed it before the by-name order
   for (const Entry& e : entries) {
     Tensor t = empty(e.shape, {.dtype = e.dtype});
     const std::uint64_t nbytes = e.end - e.begin;
     if (nbytes > 0) {
       file.read(t.raw_data(), nbytes);
-      checksum = crc32(t.raw_data(), nbytes, checksum);
+      file_order_checksum = crc32(t.raw_data(), nbytes, file_order_checksum);
     }
     result.tensors.emplace_back(e.name, std::move(t));
   }
-  KILN_CHECK(!expected_checksum || *expected_checksum == checksum,
-             "{}checksum mismatch: the header says {}, the data gives {} (the file is corrupt)",
-             where, hex8(expected_checksum.value_or(0)), hex8(checksum));
+  if (expected_checksum && *expected_checksum != file_order_checksum) {
+    std::vector<std::pair<std::string_view, const Tensor*>> by_name;
+    for (const auto& [name, tensor] : result.tensors) by_name.emplace_back(name, &tensor);
+    const std::uint32_t checksum = checksum_by_name(by_name);
+    KILN_CHECK(*expected_checksum == checksum,
+               "{}checksum mismatch: the header says {}, the data gives {} (tensors by name; {} "
+               "in file order): the file is corrupt",
+               where, hex8(*expected_checksum), hex8(checksum), hex8(file_order_checksum));
+  }
   return result;
 }
 

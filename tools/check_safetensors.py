@@ -9,21 +9,22 @@ keys; per tensor exactly the fields dtype (F32, F64 or I64), shape (non-negative
 data_offsets [begin, end] with end - begin = elements x dtype size; the tensors tile the data
 buffer from 0 with no gaps or overlaps and the file ends at the last tensor's last byte; an
 optional "__metadata__" object whose values are all strings. When the metadata has kiln's
-"checksum" (CRC-32 of the data buffer, 8 hex digits), zlib.crc32 must reproduce it.
+"checksum" (8 hex digits), zlib.crc32 must reproduce it: the CRC-32 of the tensors' bytes taken
+in the order of their names (or, as kiln wrote it before, of the data buffer in file order).
 
-Every tensor is then loaded with numpy. Prints one line per tensor (name, dtype, shape) in data
-order and a summary; exits 0 when the file is valid, 1 with a message on stderr when it is not.
-Needs only the standard library and numpy (Debian's /usr/bin/python3 with python3-numpy).
+Every tensor's values are then read (the standard library's array module). Prints one line per
+tensor (name, dtype, shape) in data order and a summary; exits 0 when the file is valid, 1 with
+a message on stderr when it is not. Needs only the standard library: any python3 will do.
 """
 
+import array
 import json
 import sys
 import zlib
 
-import numpy as np
-
 MAX_HEADER_BYTES = 100_000_000  # the reference reader's limit
-DTYPES = {"F32": ("<f4", 4), "F64": ("<f8", 8), "I64": ("<i8", 8)}
+# safetensors dtype: (array typecode, bytes per element); the values are little-endian.
+DTYPES = {"F32": ("f", 4), "F64": ("d", 8), "I64": ("q", 8)}
 FIELDS = {"dtype", "shape", "data_offsets"}
 
 
@@ -78,6 +79,32 @@ def parse_entry(name, info):
     return (begin, end, name, dtype, tuple(shape))
 
 
+def checksum_by_name(entries, buffer):
+    """kiln's checksum: CRC-32 of the tensors' bytes, tensors sorted by name (byte-wise on their
+    UTF-8, which is code-point order, as Python sorts str), whatever their order in the file."""
+    crc = 0
+    for begin, end, _, _, _ in sorted(entries, key=lambda e: e[2].encode("utf-8")):
+        crc = zlib.crc32(buffer[begin:end], crc)
+    return f"{crc:08x}"
+
+
+def load_values(data, dtype, shape):
+    """The tensor's values as an array (flat, C order); raises Invalid if they do not fill it."""
+    code, size = DTYPES[dtype]
+    values = array.array(code)
+    if values.itemsize != size:
+        raise Invalid(f"this Python's array '{code}' has {values.itemsize} bytes, not {size}")
+    values.frombytes(data)
+    if sys.byteorder != "little":
+        values.byteswap()
+    count = 1
+    for n in shape:
+        count *= n
+    if len(values) != count:
+        raise Invalid(f"{len(values)} values do not fill shape {list(shape)}")
+    return values
+
+
 def check_tiling(entries, data_size):
     covered, previous = 0, None
     for begin, end, name, _, _ in entries:
@@ -95,8 +122,8 @@ def check_tiling(entries, data_size):
 
 
 def read(path):
-    """Checks the file and returns (metadata, tensors): {name: numpy array} in data order, and a
-    line describing the checksum. Raises Invalid or OSError."""
+    """Checks the file and returns (metadata, tensors, checksum line, data bytes): tensors maps
+    each name, in data order, to (dtype, shape, values). Raises Invalid or OSError."""
     with open(path, "rb") as f:
         data = f.read()
     if len(data) < 8:
@@ -134,24 +161,25 @@ def read(path):
     buffer = memoryview(data)[8 + n:]
     checksum = "no checksum"
     if "checksum" in metadata:
-        expected = metadata["checksum"]
-        actual = f"{zlib.crc32(buffer):08x}"
-        if expected.lower() != actual:
-            raise Invalid(f"checksum mismatch: the header says {expected}, the data gives {actual}")
-        checksum = f"checksum {actual} verified"
+        expected = metadata["checksum"].lower()
+        by_name = checksum_by_name(entries, buffer)
+        file_order = f"{zlib.crc32(buffer):08x}"
+        if expected not in (by_name, file_order):
+            raise Invalid(f"checksum mismatch: the header says {expected}, the data gives "
+                          f"{by_name} (tensors by name; {file_order} in file order)")
+        checksum = f"checksum {expected} verified"
 
     tensors = {}
     for begin, end, name, dtype, shape in entries:
-        tensors[name] = np.frombuffer(buffer[begin:end], dtype=DTYPES[dtype][0]).reshape(shape)
+        tensors[name] = (dtype, shape, load_values(buffer[begin:end], dtype, shape))
     return metadata, tensors, checksum, len(buffer)
 
 
 def check(path):
     metadata, tensors, checksum, data_bytes = read(path)
-    for name, values in tensors.items():
-        dtype = next(k for k, (code, _) in DTYPES.items() if np.dtype(code) == values.dtype)
-        print(f"{name} {dtype} {list(values.shape)}")
-    elements = sum(values.size for values in tensors.values())
+    for name, (dtype, shape, _) in tensors.items():
+        print(f"{name} {dtype} {list(shape)}")
+    elements = sum(len(values) for _, _, values in tensors.values())
     print(f"metadata: {', '.join(sorted(metadata)) or '(none)'}")
     print(f"OK {path}: {len(tensors)} tensors, {elements} elements, {data_bytes} data bytes, "
           f"{checksum}")

@@ -1,5 +1,6 @@
-// Helpers for the io tests: a scratch folder per test, whole-file reads and writes, and raw
-// safetensors files built byte by byte (to make corrupt ones).
+// Helpers for the io tests: a scratch folder per test, whole-file reads and writes, raw
+// safetensors files built byte by byte (to make corrupt ones), and kiln files rewritten as
+// other writers write them.
 #pragma once
 
 #include <unistd.h>
@@ -14,6 +15,9 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/crc32.h"
 
 namespace kiln::testing {
 
@@ -75,6 +79,43 @@ inline Bytes raw_safetensors(std::string header, std::size_t data_bytes, bool pa
   bytes.insert(bytes.end(), header.begin(), header.end());
   for (std::size_t i = 0; i < data_bytes; ++i) bytes.push_back(static_cast<unsigned char>(i));
   return bytes;
+}
+
+// The tensors of a safetensors file (kiln's or anyone's) laid out again in `data_order` (every
+// name once), the header listing them in that order, the metadata kept as it is: what another
+// writer does with the same tensors (Python's safetensors orders the data by dtype, then name).
+inline Bytes relayout_safetensors(const Bytes& bytes, const std::vector<std::string>& data_order) {
+  std::uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= std::uint64_t{bytes[i]} << (8 * i);
+  const auto header = nlohmann::ordered_json::parse(bytes.begin() + 8, bytes.begin() + 8 + n);
+  const auto data = bytes.begin() + 8 + static_cast<long>(n);
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  if (header.contains("__metadata__")) out["__metadata__"] = header["__metadata__"];
+  Bytes buffer;
+  for (const std::string& name : data_order) {
+    nlohmann::ordered_json info = header.at(name);
+    const std::uint64_t begin = info["data_offsets"][0], end = info["data_offsets"][1];
+    info["data_offsets"] = {buffer.size(), buffer.size() + (end - begin)};
+    buffer.insert(buffer.end(), data + static_cast<long>(begin), data + static_cast<long>(end));
+    out[name] = info;
+  }
+  Bytes file = raw_safetensors(out.dump(), 0);
+  file.insert(file.end(), buffer.begin(), buffer.end());
+  return file;
+}
+
+// The file with its "checksum" replaced by the CRC-32 of the whole data buffer in file order, as
+// kiln computed it before the checksum became independent of the order.
+inline Bytes with_file_order_checksum(const Bytes& bytes) {
+  std::uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= std::uint64_t{bytes[i]} << (8 * i);
+  std::string header(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(n));
+  const std::size_t at = header.find("\"checksum\":\"") + 12;
+  const std::uint32_t crc = crc32(bytes.data() + 8 + n, bytes.size() - 8 - n);
+  header.replace(at, 8, fmt::format("{:08x}", crc));  // the same length: the layout stays
+  Bytes out = bytes;
+  std::copy(header.begin(), header.end(), out.begin() + 8);
+  return out;
 }
 
 }  // namespace kiln::testing
