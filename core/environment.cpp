@@ -26,7 +26,9 @@ std::string cpu_model() {
 }
 
 void set_num_threads(int threads) {
-  KILN_CHECK(threads >= 1, "set_num_threads: need at least 1 thread, got {}", threads);
+  KILN_CHECK(threads >= 1 && threads <= kMaxThreads,
+             "set_num_threads: {} threads is outside [1, {}], the counts kiln runs", threads,
+             kMaxThreads);
   omp_set_num_threads(threads);
   if (const OpenBlas* blas = openblas()) blas->set_num_threads(threads);
 }
