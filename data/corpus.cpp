@@ -229,9 +229,13 @@ constexpr std::array<std::string_view, 3> kSplits = {"train", "valid", "test"};
 // once rather than after tokenizing the others.
 void check_corpus_dir(const std::filesystem::path& dir) {
   std::error_code ec;
-  KILN_CHECK(std::filesystem::is_directory(dir, ec),
+  KILN_CHECK(std::filesystem::exists(dir, ec),
              "corpus: data folder '{}' not found; give --data DIR, set KILN_DATA, or fetch "
              "WikiText-2 with scripts/get_wikitext2.sh data/wikitext-2",
+             dir.string());
+  KILN_CHECK(std::filesystem::is_directory(dir, ec),
+             "corpus: '{}' is a file, not a folder; give the folder that holds train.txt, "
+             "valid.txt and test.txt",
              dir.string());
   for (std::string_view split : kSplits) {
     const std::filesystem::path file = dir / (std::string(split) + ".txt");

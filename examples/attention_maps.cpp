@@ -25,6 +25,7 @@
 #include "core/threads.h"
 #include "examples/common/attention_map.h"
 #include "examples/common/checkpoint.h"
+#include "examples/common/flags.h"
 #include "examples/common/program.h"
 #include "examples/common/words.h"
 
@@ -49,8 +50,6 @@ void write_file(const std::filesystem::path& path, const std::string& content) {
 }
 
 void run(const Flags& flags) {
-  KILN_CHECK(flags.threads >= 0, "--threads must be >= 0 (0: OpenMP's default), got {}",
-             flags.threads);
   if (flags.threads > 0) set_num_threads(flags.threads);
   const Device device = device_from_flag(flags.device);
   const Checkpoint ckpt = read_checkpoint(flags.checkpoint);
@@ -114,8 +113,8 @@ int main(int argc, char** argv) {
                  "folder for layer<l>_head<h>.svg and index.html (created if missing)")
       ->required();
   app.add_option("--device", flags.device, "cpu, cuda or cuda:N")->capture_default_str();
-  app.add_option("--threads", flags.threads, "CPU threads (0: OpenMP's default)")
-      ->capture_default_str();
+  add_number_flag(app, "--threads", flags.threads, "CPU threads",
+                  thread_flag_range("OpenMP's default, every core"));
   CLI11_PARSE(app, argc, argv);
 
   return run_program("attention_maps", [&] {

@@ -14,6 +14,7 @@
 // separately labelled line, "<split> ppl (stride S) <x>", from sliding windows that score each
 // target once with more left context. The text is read with the checkpoint's vocabulary: words
 // it lacks become <unk> and are counted.
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -26,6 +27,7 @@
 #include "data/corpus.h"
 #include "examples/common/checkpoint.h"
 #include "examples/common/evaluate.h"
+#include "examples/common/flags.h"
 #include "examples/common/options.h"
 #include "examples/common/program.h"
 #include "examples/common/signals.h"
@@ -49,21 +51,25 @@ int eval(int argc, char** argv) {
   app.add_option("--split", split, "valid or test")
       ->check(CLI::IsMember({"valid", "test"}))
       ->capture_default_str();
-  app.add_option("--batch-size", batch_size, "columns B of the token stream")
-      ->capture_default_str();
-  app.add_option("--seq-len", seq_len, "window length T (default: the checkpoint's training T)");
-  app.add_option("--stride", stride,
-                 "also score sliding windows that advance by S < T rows, each target once with "
-                 "more left context (default: T, the headline only)");
-  app.add_option("--threads", threads,
-                 "CPU threads (default: the checkpoint's count, which reproduces train_lm's "
-                 "numbers bit for bit)");
+  add_number_flag(app, "--batch-size", batch_size, "columns B of the token stream", {.min = 1});
+  add_number_flag(app, "--seq-len", seq_len,
+                  "window length T, at most the model's max_seq_len (default: the checkpoint's "
+                  "training T)",
+                  {.min = 1});
+  add_number_flag(app, "--stride", stride,
+                  "also score sliding windows that advance by S < T rows, each target once with "
+                  "more left context (default: T, the headline only)",
+                  {.min = 1});
+  add_number_flag(app, "--threads", threads, "CPU threads",
+                  thread_flag_range("the checkpoint's count, which reproduces train_lm's numbers "
+                                    "bit for bit"));
   app.add_option("--device", device_text, "cpu, cuda or cuda:N")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  KILN_CHECK(batch_size > 0, "--batch-size must be positive, got {}", batch_size);
-  KILN_CHECK(seq_len >= 0, "--seq-len must be positive, got {}", seq_len);
-  KILN_CHECK(threads >= 0, "--threads must be non-negative, got {}", threads);
+  const std::string dir = resolve_data_dir(data.empty() ? std::nullopt : std::optional(data));
+  KILN_CHECK(!std::filesystem::is_regular_file(dir),
+             "--data {}: a file, not a folder; give the folder that holds valid.txt and test.txt",
+             dir);
   const Checkpoint ckpt = read_checkpoint(checkpoint_path);
   const auto train_entry = ckpt.metadata.find("train");
   const std::int64_t T = seq_len > 0                          ? seq_len
@@ -74,8 +80,7 @@ int eval(int argc, char** argv) {
   KILN_CHECK(T <= ckpt.config.max_seq_len, "--seq-len {} exceeds the model's max_seq_len {}", T,
              ckpt.config.max_seq_len);
   const std::int64_t S = stride > 0 ? stride : T;
-  KILN_CHECK(stride >= 0 && S <= T, "--stride {} must be in [1, {}] (the window length)", stride,
-             T);
+  KILN_CHECK(S <= T, "--stride {}: expected an integer in [1, {}] (the window length)", stride, T);
   const Device device = device_from_flag(device_text);
   set_num_threads(threads > 0                    ? threads
                   : checkpoint_threads(ckpt) > 0 ? checkpoint_threads(ckpt)
@@ -88,11 +93,15 @@ int eval(int argc, char** argv) {
   fmt::print("checkpoint {}: step {} | {} parameters | vocab {} | T {}\n", checkpoint_path,
              step != ckpt.metadata.end() ? step->second : "?", model->num_parameters(),
              ckpt.vocabulary.size(), T);
-  const std::string dir = resolve_data_dir(data.empty() ? std::nullopt : std::optional(data));
   const TokenStream text =
       tokenize_file_fixed(std::filesystem::path(dir) / (split + ".txt"), ckpt.vocabulary);
   fmt::print("data {}/{}.txt: {} tokens | {} words not in the vocabulary read as <unk>\n", dir,
              split, text.ids.size(), text.unknown);
+  if (text.ids.size() == static_cast<std::size_t>(text.lines))
+    fmt::print(
+        "warning: {}/{}.txt has {} lines but no words: the perplexity scores line ends "
+        "only\n",
+        dir, split, text.lines);
 
   const auto cancelled = [] { return stop_signal() != 0; };
   // Prints "<split> loss<suffix> ..." and "<split> ppl<suffix> <x>"; false if interrupted.
@@ -101,6 +110,11 @@ int eval(int argc, char** argv) {
       fmt::print(stderr, "eval_ppl: interrupted by {}\n", signal_name(stop_signal()));
       return false;
     }
+    // A NaN perplexity with exit 0 would pass for a result.
+    KILN_CHECK(std::isfinite(r.loss),
+               "{}: the loss{} on {} is {}: the weights give no usable perplexity (a diverged or "
+               "corrupt checkpoint?)",
+               checkpoint_path, suffix, split, r.loss);
     fmt::print("{} loss{} {:.4f} nats per token | {} tokens scored | {:.0f} tokens/s | {:.1f}s\n",
                split, suffix, r.loss, r.tokens,
                r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0, r.seconds);

@@ -23,6 +23,7 @@
 #include "core/threads.h"
 #include "examples/common/checkpoint.h"
 #include "examples/common/decoder.h"
+#include "examples/common/flags.h"
 #include "examples/common/program.h"
 #include "examples/common/words.h"
 
@@ -92,9 +93,6 @@ std::pair<std::vector<std::int64_t>, double> timed_generation(
 }
 
 void run(const Flags& flags, bool sampling_flags_given) {
-  KILN_CHECK(flags.tokens >= 0, "--tokens must be >= 0, got {}", flags.tokens);
-  KILN_CHECK(flags.threads >= 0, "--threads must be >= 0 (0: OpenMP's default), got {}",
-             flags.threads);
   validate(flags.sampling);
   if (flags.threads > 0) set_num_threads(flags.threads);
   if (flags.sampling.greedy && sampling_flags_given)
@@ -172,24 +170,26 @@ int main(int argc, char** argv) {
                  "the words to continue, separated by spaces; unknown words become <unk>; an "
                  "empty prompt starts a new line")
       ->required();
-  app.add_option("--tokens", flags.tokens, "how many tokens to generate")->required();
-  app.add_option("--temperature", flags.sampling.temperature,
-                 "divides the logits: below 1 sharpens the distribution, above 1 flattens it")
-      ->capture_default_str();
-  app.add_option("--top-k", flags.sampling.top_k,
-                 "sample among the k most probable tokens only (0: all)")
-      ->capture_default_str();
-  app.add_option("--top-p", flags.sampling.top_p,
-                 "sample among the smallest set of most probable tokens whose probability "
-                 "reaches p (1: all)")
-      ->capture_default_str();
-  app.add_option("--seed", flags.seed, "seed of the sampling generator (same seed, same text)")
-      ->capture_default_str();
+  add_number_flag(app, "--tokens", flags.tokens, "how many tokens to generate", {.min = 0})
+      ->required();
+  add_number_flag(app, "--temperature", flags.sampling.temperature,
+                  "divides the logits: below 1 sharpens the distribution, above 1 flattens it "
+                  "(--greedy ignores it)",
+                  {.min = 0, .min_open = true});
+  add_number_flag(app, "--top-k", flags.sampling.top_k,
+                  "sample among the k most probable tokens only",
+                  {.min = 0, .zero = "every token"});
+  add_number_flag(app, "--top-p", flags.sampling.top_p,
+                  "sample among the smallest set of most probable tokens whose probability "
+                  "reaches p (1: all)",
+                  {.min = 0, .max = 1, .min_open = true});
+  add_number_flag(app, "--seed", flags.seed,
+                  "seed of the sampling generator (same seed, same text)", {.min = 0});
   app.add_flag("--greedy", flags.sampling.greedy,
                "always pick the most probable token (no sampling)");
   app.add_option("--device", flags.device, "cpu, cuda or cuda:N")->capture_default_str();
-  app.add_option("--threads", flags.threads, "CPU threads (0: OpenMP's default)")
-      ->capture_default_str();
+  add_number_flag(app, "--threads", flags.threads, "CPU threads",
+                  thread_flag_range("OpenMP's default, every core"));
   app.add_flag("--no-cache", flags.no_cache,
                "re-run the whole context for every token instead of using the KV cache");
   app.add_flag("--bench", flags.bench,

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -34,8 +35,10 @@
 #include "core/backend.h"
 #include "core/build_info.h"
 #include "core/generator.h"
+#include "core/host_memory.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduction.h"
+#include "core/output_file.h"
 #include "core/threads.h"
 #include "data/batches.h"
 #include "data/corpus.h"
@@ -48,6 +51,7 @@
 #include "examples/common/progress.h"
 #include "examples/common/signals.h"
 #include "examples/common/train_state.h"
+#include "nn/transformer_layout.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/sgd.h"
@@ -120,9 +124,82 @@ bool weights_finite(const nn::TransformerLM& model) {
   return true;
 }
 
-void make_parent_folder(const std::string& path) {
+// The loss of the model (in eval mode, without autograd or dropout draws, so a resumed run stays
+// bit-exact) on one batch: a check that the weights are usable, since finite weights can still
+// overflow a forward pass (weights of 1e30 after one step at --lr 1e30).
+double probe_loss(nn::TransformerLM& model, const Batch& batch) {
+  NoGradGuard no_grad;
+  model.eval();
+  const double loss = model.loss(batch.inputs, batch.targets).item<double>();
+  model.train();
+  return loss;
+}
+
+void make_parent_folder(const std::string& path, std::string_view flag) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
+  if (parent.empty()) return;
+  std::error_code error;
+  std::filesystem::create_directories(parent, error);
+  KILN_CHECK(!error, "{} {}: cannot create its folder {}: {}", flag, path, parent.string(),
+             error.message());
+}
+
+// The model of the flags (vocab from the corpus), checked to fit int64 arithmetic and this
+// machine's memory with its gradients and the optimizer's state, before it is built.
+nn::TransformerConfig checked_model_config(const TrainOptions& o, std::int64_t vocab) {
+  const nn::TransformerConfig config = model_config(o, vocab);
+  const std::string model = fmt::format(
+      "the model of --d-model {} --heads {} --layers {} --ff {} --max-seq-len {} (vocabulary {})",
+      o.d_model, o.heads, o.layers, o.ff, o.max_seq_len, vocab);
+  try {
+    config.validate();
+    // Weights, gradients and up to two optimizer states, and the positional table.
+    check_host_memory(nn::model_bytes(config, 3), "training it");
+  } catch (const Error& e) {
+    fail("{}: {}", model, e.what());
+  }
+  return config;
+}
+
+// The best-by-validation weights a resumed run starts from: the best of the resumed run's .best
+// file and, when it holds the same model, the .best file this run will write (an older
+// checkpoint resumed into the same --save), by the validation loss each file records. The loss
+// must come from the file whose weights are kept: the resumed checkpoint's own record may be
+// older than the .best beside it.
+struct BestWeights {
+  NamedTensors weights;
+  double loss = std::numeric_limits<double>::infinity();
+  std::int64_t step = -1;
+  std::string path;  // the file they came from; empty: none
+};
+
+BestWeights resumed_best_weights(const Checkpoint& resumed, const TrainState& state,
+                                 const std::string& best_path, std::vector<std::string>& notes) {
+  BestWeights best;
+  std::vector<std::string> candidates = {best_checkpoint_path(resumed.path)};
+  if (!best_path.empty() && best_path != candidates[0]) candidates.push_back(best_path);
+  for (const std::string& path : candidates) {
+    if (!std::filesystem::exists(path)) {
+      if (path == candidates[0] && state.best_step >= 0)
+        notes.push_back(fmt::format("warning: {} is missing: the best weights start afresh", path));
+      continue;
+    }
+    const Checkpoint file = read_checkpoint(path);
+    if (file.metadata.at("config") != resumed.metadata.at("config") ||
+        file.vocabulary.words() != resumed.vocabulary.words()) {
+      notes.push_back(fmt::format(
+          "warning: {} holds another model than {}; it is not a candidate for the best weights",
+          path, resumed.path));
+      continue;
+    }
+    const double loss = saved_valid_loss(file).value_or(state.schedule.best_loss);
+    if (!(loss < best.loss)) continue;
+    std::int64_t step = -1;
+    if (const auto it = file.metadata.find("step"); it != file.metadata.end())
+      std::from_chars(it->second.data(), it->second.data() + it->second.size(), step);
+    best = {file.model, loss, step, path};
+  }
+  return best;
 }
 
 int train(int argc, char** argv) {
@@ -148,6 +225,12 @@ int train(int argc, char** argv) {
     state = read_train_state(*resumed);
   }
   check_options(o);
+  // Every file the run will replace, before it trains for an hour to find one it must not.
+  if (!o.save.empty()) {
+    check_output_file(o.save, "--save");
+    check_output_file(best_checkpoint_path(o.save), "--save (its best weights)");
+    check_output_file(curve_path(o.save), "--save (its loss curve)");
+  }
   const Device device = device_from_flag(o.device);
 
   const int threads = resumed && !given("--threads") ? state.threads
@@ -178,8 +261,15 @@ int train(int argc, char** argv) {
         "warning: {} words are not in the checkpoint's vocabulary and read as <unk>: is "
         "this the corpus the run started on?\n",
         unknown);
+  // Only line ends (<eos>) to predict: a model learns that at once, to a perplexity of 1.00.
+  KILN_CHECK(corpus.train().ids.size() > static_cast<std::size_t>(corpus.train().lines),
+             "--data {}: train.txt has {} lines but no words, nothing to learn", data_dir,
+             corpus.train().lines);
   const LanguageModelBatches batches(corpus.train().ids, o.batch_size, o.seq_len);
   const std::int64_t windows = batches.num_windows();
+  KILN_CHECK(o.grad_accum <= windows,
+             "--grad-accum {} exceeds the {} windows of an epoch (a step never spans epochs)",
+             o.grad_accum, windows);
   const std::int64_t steps_per_epoch = (windows + o.grad_accum - 1) / o.grad_accum;
 
   // Model, optimizer and schedule: fresh, or exactly as saved.
@@ -192,7 +282,8 @@ int train(int argc, char** argv) {
                "--resume {}: the run had {} windows per epoch but {} gives {}: not the same corpus",
                o.resume, state.windows, data_dir, windows);
   } else {
-    model = std::make_unique<nn::TransformerLM>(model_config(o, corpus.vocabulary().size()));
+    model =
+        std::make_unique<nn::TransformerLM>(checked_model_config(o, corpus.vocabulary().size()));
     model->to(device);
     model->dropout_generator().set_state(o.seed ^ kDropoutSeedTag, 0);
     state.decay_steps = o.decay_steps > 0 ? o.decay_steps
@@ -211,7 +302,7 @@ int train(int argc, char** argv) {
   std::unique_ptr<Optimizer> optimizer = make_optimizer(*model, o);
   Schedule schedule(schedule_config(o, state.decay_steps));
   if (resumed) {
-    optimizer->load_state_dict(read_optimizer_state(*resumed));
+    optimizer->load_state_dict(read_optimizer_state(*resumed, optimizer->name()));
     schedule.load_state(state.schedule);
   }
   const nn::TransformerConfig& config = model->config();
@@ -237,20 +328,21 @@ int train(int argc, char** argv) {
   double best_loss = std::numeric_limits<double>::infinity();
   bool best_written = false;         // best_path holds `best`
   bool best_validated_here = false;  // best_loss came from this process's validation
-  if (resumed && state.best_step >= 0) {
-    const std::string resumed_best = best_checkpoint_path(o.resume);
-    if (std::filesystem::exists(resumed_best)) {
-      best = read_checkpoint(resumed_best).model;
-      best_loss = state.schedule.best_loss;
-      best_written = resumed_best == best_path;
-    } else {
-      fmt::print("warning: {} is missing: the best weights start afresh\n", resumed_best);
-      state.best_step = -1;
-    }
+  if (resumed) {
+    std::vector<std::string> best_notes;
+    BestWeights found = resumed_best_weights(*resumed, state, best_path, best_notes);
+    for (const std::string& note : best_notes) fmt::print("{}\n", note);
+    best = std::move(found.weights);
+    best_loss = found.loss;
+    state.best_step = found.step;
+    best_written = !found.path.empty() && found.path == best_path;
+    if (!found.path.empty() && found.path != best_checkpoint_path(o.resume))
+      fmt::print("note: the best weights so far are {}'s (valid loss {:.4f} at step {})\n",
+                 found.path, found.loss, found.step);
   }
 
-  if (!o.save.empty()) make_parent_folder(o.save);
-  if (!o.metrics.empty()) make_parent_folder(o.metrics);
+  if (!o.save.empty()) make_parent_folder(o.save, "--save");
+  if (!o.metrics.empty()) make_parent_folder(o.metrics, "--metrics");
   MetricsLog metrics =
       o.metrics.empty() ? MetricsLog() : MetricsLog(o.metrics, resumed.has_value());
   const std::string curve_title =
@@ -273,10 +365,16 @@ int train(int argc, char** argv) {
   std::int64_t last_eval_step = state.curve.valid.empty() ? -1 : state.curve.valid.back().step;
   const auto cancelled = [] { return stop_signal() != 0; };
 
+  const Batch probe_batch = batches.window(0, device);
   const auto save_state = [&] {
     KILN_CHECK(weights_finite(*model),
                "step {}: the weights are not finite; {} keeps its last good state", state.step,
                o.save);
+    const double probe = probe_loss(*model, probe_batch);
+    KILN_CHECK(std::isfinite(probe),
+               "step {}: the weights give a loss of {} on the first training window; {} keeps "
+               "its last good state. Lower --lr",
+               state.step, probe, o.save);
     state.dropout_seed = model->dropout_generator().seed();
     state.dropout_offset = model->dropout_generator().offset();
     state.schedule = schedule.state();
@@ -453,6 +551,11 @@ int train(int argc, char** argv) {
                                                  : evaluate(*final_model, corpus.valid().ids, eval);
     const EvalResult test = evaluate(*final_model, corpus.test().ids, eval);
     if (!valid.complete || !test.complete) return interrupted();
+    // A diverged model has no perplexity to report, and exit 0 would say it has.
+    KILN_CHECK(std::isfinite(valid.loss) && std::isfinite(test.loss),
+               "the weights of step {} give a valid loss of {} and a test loss of {}: no "
+               "perplexity to report (the run diverged; lower --lr)",
+               best.empty() ? state.step : state.best_step, valid.loss, test.loss);
     metrics.eval(state.best_step >= 0 ? state.best_step : state.step, "test", test.loss);
     fmt::print("final perplexities from the weights of step {} (valid {}, test {:.1f}s):\n",
                best.empty() ? state.step : state.best_step,

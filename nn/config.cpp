@@ -49,9 +49,14 @@ void TransformerConfig::validate() const {
   KILN_CHECK(position != PositionKind::rope || d_head() % 2 == 0,
              "config: RoPE needs an even d_head, got {} (d_model {} / heads {})", d_head(), d_model,
              heads);
-  // Every size the model derives from these must fit int64 (errors name the fields): then the
-  // modules' own arithmetic cannot overflow.
-  model_bytes(*this, 3);
+  // Every size the model derives from these must fit int64: then the modules' own arithmetic
+  // cannot overflow.
+  try {
+    model_bytes(*this, 3);
+  } catch (const Error& e) {
+    fail("{} (vocab {}, d_model {}, heads {}, kv_heads {}, layers {}, ff {}, max_seq_len {})",
+         e.what(), vocab, d_model, heads, kv(), layers, ff, max_seq_len);
+  }
 }
 
 std::string TransformerConfig::to_json() const {

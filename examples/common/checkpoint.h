@@ -34,11 +34,17 @@ struct Checkpoint {
 };
 
 // Reads and checks a checkpoint: the file itself (load_safetensors), its format, a config that
-// validates, a vocabulary whose size equals config.vocab. Errors name the file and the problem.
+// validates, a vocabulary whose size equals config.vocab, and the config against the file's
+// model tensors (every name, dtype and shape, nn/transformer_layout.h) and against this machine's
+// memory, so that load_model builds nothing that the file cannot fill. Errors name the file and
+// the problem.
 Checkpoint read_checkpoint(const std::string& path);
+// The same checks over a file already read (the fuzz targets pass parse_safetensors' result);
+// path names it in errors.
+Checkpoint checkpoint_from(SafetensorsFile file, const std::string& path);
 
 // A TransformerLM built from the checkpoint's config with its weights (every name must match),
-// on `device`, in eval mode.
+// on `device`, in eval mode. A failure to build it (out of memory) names the file and the config.
 std::unique_ptr<nn::TransformerLM> load_model(const Checkpoint& checkpoint, Device device);
 
 // Writes model, vocabulary, optimizer state (names as Optimizer::state_dict gives them) and

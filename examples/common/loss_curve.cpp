@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/output_file.h"
 #include "examples/common/svg.h"
 
 namespace kiln {
@@ -127,6 +128,7 @@ std::string loss_curve_svg(const LossCurve& curve, std::string_view title) {
 }
 
 void write_loss_curve(const std::string& path, const LossCurve& curve, std::string_view title) {
+  check_output_file(path, "loss curve");
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

@@ -1,13 +1,17 @@
 #include "examples/common/options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <type_traits>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/threads.h"
+#include "examples/common/flags.h"
 
 namespace kiln {
 
@@ -25,44 +29,76 @@ struct Field {
   Kind kind;
   const char* help;
   std::initializer_list<const char*> choices = {};
+  FlagRange range = {};  // numeric settings only (examples/common/flags.h)
 };
 
 // Every saved setting, in --help order. Options is TrainOptions or const TrainOptions.
 template <typename Options, typename F>
 void for_each_saved(Options& o, F&& f) {
   const Kind model = Kind::model, fixed = Kind::fixed, training = Kind::training;
-  f(Field{"--d-model", model, "model width"}, o.d_model);
-  f(Field{"--heads", model, "attention heads (must divide --d-model)"}, o.heads);
-  f(Field{"--kv-heads", model, "key/value heads, GQA/MQA (0: as many as --heads; must divide it)"},
+  const FlagRange positive{.min = 1}, probability{.min = 0, .max = 1, .max_open = true};
+  f(Field{"--d-model", model, "model width", {}, positive}, o.d_model);
+  f(Field{"--heads", model, "attention heads (must divide --d-model)", {}, positive}, o.heads);
+  f(Field{"--kv-heads",
+          model,
+          "key/value heads, GQA/MQA (must divide --heads)",
+          {},
+          {.min = 0, .zero = "as many as --heads"}},
     o.kv_heads);
-  f(Field{"--layers", model, "transformer blocks"}, o.layers);
-  f(Field{"--ff", model, "feed-forward hidden size"}, o.ff);
-  f(Field{"--max-seq-len", model,
-          "longest sequence the model takes (--seq-len must not exceed it)"},
+  f(Field{"--layers", model, "transformer blocks", {}, positive}, o.layers);
+  f(Field{"--ff", model, "feed-forward hidden size", {}, positive}, o.ff);
+  f(Field{"--max-seq-len",
+          model,
+          "longest sequence the model takes (--seq-len must not exceed it)",
+          {},
+          positive},
     o.max_seq_len);
-  f(Field{"--dropout", model, "dropout after embedding + positions and on each sublayer output"},
+  f(Field{"--dropout",
+          model,
+          "dropout after embedding + positions and on each sublayer output",
+          {},
+          probability},
     o.dropout);
-  f(Field{"--attn-dropout", model, "dropout on the attention probabilities"}, o.attn_dropout);
+  f(Field{"--attn-dropout", model, "dropout on the attention probabilities", {}, probability},
+    o.attn_dropout);
   f(Field{"--activation", model, "feed-forward activation", {"relu", "gelu"}}, o.activation);
   f(Field{"--pos", model, "positions: added sinusoids or rotary (RoPE)", {"sinusoidal", "rope"}},
     o.pos);
   f(Field{"--norm", model, "LayerNorm after (post) or before (pre) each sublayer", {"post", "pre"}},
     o.norm);
-  f(Field{"--seq-len", fixed, "training window length T (also eval_ppl's default)"}, o.seq_len);
-  f(Field{"--batch-size", fixed, "training batch size B"}, o.batch_size);
-  f(Field{"--seed", fixed, "seed of the initial weights, dropout masks and window order"}, o.seed);
+  f(Field{"--seq-len", fixed, "training window length T (also eval_ppl's default)", {}, positive},
+    o.seq_len);
+  f(Field{"--batch-size", fixed, "training batch size B", {}, positive}, o.batch_size);
+  f(Field{"--seed",
+          fixed,
+          "seed of the initial weights, dropout masks and window order",
+          {},
+          {.min = 0}},
+    o.seed);
   f(Field{"--optimizer", fixed, "optimizer", {"sgd", "adam", "adamw"}}, o.optimizer);
-  f(Field{"--momentum", fixed, "SGD momentum"}, o.momentum);
-  f(Field{"--lr", training, "peak learning rate"}, o.lr);
-  f(Field{"--beta1", training, "Adam/AdamW beta1"}, o.beta1);
-  f(Field{"--beta2", training, "Adam/AdamW beta2"}, o.beta2);
-  f(Field{"--eps", training, "Adam/AdamW epsilon"}, o.eps);
-  f(Field{"--weight-decay", training,
+  f(Field{"--momentum", fixed, "SGD momentum", {}, {.min = 0}}, o.momentum);
+  f(Field{"--lr", training, "peak learning rate", {}, {.min = 0, .min_open = true}}, o.lr);
+  f(Field{"--beta1", training, "Adam/AdamW beta1", {}, probability}, o.beta1);
+  f(Field{"--beta2", training, "Adam/AdamW beta2", {}, probability}, o.beta2);
+  f(Field{"--eps", training, "Adam/AdamW epsilon", {}, {.min = 0, .min_open = true}}, o.eps);
+  f(Field{"--weight-decay",
+          training,
           "weight decay (Adam, SGD: L2 on every parameter; AdamW: decoupled, not on biases, "
-          "LayerNorm and embedding)"},
+          "LayerNorm and embedding)",
+          {},
+          {.min = 0}},
     o.weight_decay);
-  f(Field{"--clip", training, "clip the global gradient norm to this (0: no clipping)"}, o.clip);
-  f(Field{"--grad-accum", training, "windows whose gradients are averaged into one step"},
+  f(Field{"--clip",
+          training,
+          "clip the global gradient norm to this",
+          {},
+          {.min = 0, .zero = "no clipping"}},
+    o.clip);
+  f(Field{"--grad-accum",
+          training,
+          "windows whose gradients are averaged into one step (at most the windows of an epoch)",
+          {},
+          positive},
     o.grad_accum);
   f(Field{"--shuffle", training, "visit the windows in a shuffled order each epoch"}, o.shuffle);
   f(Field{"--schedule",
@@ -70,23 +106,71 @@ void for_each_saved(Options& o, F&& f) {
           "learning-rate schedule",
           {"constant", "step", "cosine", "plateau"}},
     o.schedule);
-  f(Field{"--warmup", training, "steps of linear learning-rate warm-up"}, o.warmup);
-  f(Field{"--step-size", training,
-          "step schedule: steps between decays (0: a third of --decay-steps)"},
+  f(Field{"--warmup",
+          training,
+          "steps of linear learning-rate warm-up",
+          {},
+          {.min = 0, .zero = "no warm-up"}},
+    o.warmup);
+  f(Field{"--step-size",
+          training,
+          "step schedule: steps between decays",
+          {},
+          {.min = 0, .zero = "a third of --decay-steps"}},
     o.step_size);
-  f(Field{"--gamma", training, "step schedule: factor per decay"}, o.gamma);
-  f(Field{"--min-lr", training, "cosine and plateau schedules: the floor"}, o.min_lr);
-  f(Field{"--factor", training, "plateau schedule: divide the lr by this when validation stalls"},
+  f(Field{"--gamma", training, "step schedule: factor per decay", {}, {.min = 0, .min_open = true}},
+    o.gamma);
+  f(Field{"--min-lr",
+          training,
+          "cosine and plateau schedules: the floor (at most --lr)",
+          {},
+          {.min = 0}},
+    o.min_lr);
+  f(Field{"--factor",
+          training,
+          "plateau schedule: divide the lr by this when validation stalls",
+          {},
+          {.min = 1}},
     o.factor);
-  f(Field{"--patience", training, "plateau schedule: stalled validations tolerated"}, o.patience);
-  f(Field{"--eval-every", training,
-          "validate every N steps and at the end, keeping the best weights (0: no evaluation)"},
+  f(Field{"--patience",
+          training,
+          "plateau schedule: stalled validations tolerated",
+          {},
+          {.min = 0}},
+    o.patience);
+  f(Field{"--eval-every",
+          training,
+          "validate every N steps and at the end, keeping the best weights",
+          {},
+          {.min = 0, .zero = "no evaluation"}},
     o.eval_every);
-  f(Field{"--eval-batch-size", training, "batch size of validation and the final perplexities"},
+  f(Field{"--eval-batch-size",
+          training,
+          "batch size of validation and the final perplexities",
+          {},
+          positive},
     o.eval_batch_size);
   f(Field{"--skip-nonfinite", training,
           "skip the update of a step whose loss or gradient norm is not finite (default: stop)"},
     o.skip_nonfinite);
+}
+
+// The numeric run-control settings (never saved), in --help order.
+template <typename Options, typename F>
+void for_each_run_number(Options& o, F&& f) {
+  f("--steps", "stop when the global step reaches N (a resumed run counts the steps already done)",
+    FlagRange{.min = 0, .zero = "no limit"}, o.steps);
+  f("--epochs", "stop after N epochs", FlagRange{.min = 0, .zero = "no limit"}, o.epochs);
+  f("--time-budget", "stop after S seconds of training and periodic validation in this run",
+    FlagRange{.min = 0, .zero = "no limit"}, o.time_budget);
+  f("--decay-steps", "length of the lr schedule (a resumed run keeps the saved length)",
+    FlagRange{.min = 0, .zero = "epochs x steps per epoch, else --steps"}, o.decay_steps);
+  f("--log-every", "one log line and one metrics row every N steps", FlagRange{.min = 1},
+    o.log_every);
+  f("--save-every", "also save every N steps", FlagRange{.min = 0, .zero = "only at the end"},
+    o.save_every);
+  f("--threads", "CPU threads (a resumed run: the checkpoint's count)",
+    thread_flag_range("every core"), o.threads);
 }
 
 // "--d-model" -> "d_model", the key in the saved JSON.
@@ -95,6 +179,45 @@ std::string key_of(std::string_view flag) {
   for (char& c : key)
     if (c == '-') c = '_';
   return key;
+}
+
+// A saved setting read as T and checked by its flag's rule; errors name the checkpoint (source)
+// and the key. JSON numbers convert silently in nlohmann (1.5 to 1, 2^64 − 1 to −1), so the
+// JSON type is checked first.
+template <typename T>
+T saved_value(const nlohmann::json& j, const Field& field, const std::string& key,
+              std::string_view source) {
+  bool fits;
+  if constexpr (std::is_same_v<T, bool>) {
+    fits = j.is_boolean();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    fits = j.is_string();
+  } else if constexpr (std::is_unsigned_v<T>) {
+    fits = j.is_number_unsigned();
+  } else if constexpr (std::is_integral_v<T>) {
+    fits = j.is_number_integer() &&
+           (!j.is_number_unsigned() ||
+            j.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max()));
+  } else {
+    fits = j.is_number();
+  }
+  KILN_CHECK(fits, "{}: the saved setting '{}' is {}, not {}", source, key, j.dump(),
+             std::is_same_v<T, bool>          ? "true or false"
+             : std::is_same_v<T, std::string> ? "a string"
+             : std::is_integral_v<T>          ? "an integer"
+                                              : "a number");
+  const T value = j.get<T>();
+  if constexpr (std::is_same_v<T, std::string>) {
+    const bool known =
+        field.choices.size() == 0 ||
+        std::find(field.choices.begin(), field.choices.end(), value) != field.choices.end();
+    KILN_CHECK(known, "{}: the saved setting '{}' is '{}', not one of {} (as {} takes)", source,
+               key, value, fmt::join(field.choices, ", "), field.flag);
+  } else if constexpr (!std::is_same_v<T, bool>) {
+    check_flag_value(field.flag, static_cast<double>(value), std::is_integral_v<T>, field.range,
+                     source);
+  }
+  return value;
 }
 
 }  // namespace
@@ -106,39 +229,24 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--data", o.data,
                  "corpus folder with train.txt, valid.txt and test.txt (default: $KILN_DATA, "
                  "else data/wikitext-2)");
-  app.add_option("--steps", o.steps,
-                 "stop when the global step reaches N (0: no limit; a resumed run counts the "
-                 "steps already done)")
-      ->capture_default_str();
-  app.add_option("--epochs", o.epochs, "stop after N epochs (0: no limit)")->capture_default_str();
-  app.add_option("--time-budget", o.time_budget,
-                 "stop after S seconds of training and periodic validation in this run "
-                 "(0: no limit)")
-      ->capture_default_str();
-  app.add_option("--decay-steps", o.decay_steps,
-                 "length of the lr schedule (0: epochs x steps per epoch, else --steps; a "
-                 "resumed run keeps the saved length)")
-      ->capture_default_str();
-  app.add_option("--log-every", o.log_every, "one log line and one metrics row every N steps")
-      ->capture_default_str();
+  for_each_run_number(o, [&](const char* flag, const char* help, const FlagRange& range,
+                             auto& member) { add_number_flag(app, flag, member, help, range); });
   app.add_option("--save", o.save,
                  "checkpoint of the latest state (at the end, every --save-every steps and on "
                  "SIGINT/SIGTERM); best weights go to PATH with .best before the extension, the "
                  "loss curve to PATH with .curve.svg");
-  app.add_option("--save-every", o.save_every, "also save every N steps (0: only at the end)")
-      ->capture_default_str();
   app.add_option("--resume", o.resume, "continue the run saved in this checkpoint");
   app.add_option("--metrics", o.metrics, "write metrics to this file, one JSON object per line");
   app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
-  app.add_option("--threads", o.threads,
-                 "CPU threads (0: every core; a resumed run: the checkpoint's count)")
-      ->capture_default_str();
   for_each_saved(o, [&](const Field& field, auto& member) {
+    using T = std::remove_reference_t<decltype(member)>;
     CLI::Option* option;
-    if constexpr (std::is_same_v<std::remove_reference_t<decltype(member)>, bool>) {
+    if constexpr (std::is_same_v<T, bool>) {
       option = app.add_flag(field.flag, member, field.help);
-    } else {
+    } else if constexpr (std::is_same_v<T, std::string>) {
       option = app.add_option(field.flag, member, field.help)->capture_default_str();
+    } else {
+      option = add_number_flag(app, field.flag, member, field.help, field.range);
     }
     if (field.choices.size() > 0)
       option->check(
@@ -147,60 +255,29 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
 }
 
 void check_options(const TrainOptions& o) {
-  const auto positive = [](const char* flag, std::int64_t value) {
-    KILN_CHECK(value > 0, "{} must be positive, got {}", flag, value);
-  };
-  const auto non_negative = [](const char* flag, double value) {
-    KILN_CHECK(std::isfinite(value) && value >= 0, "{} must be non-negative, got {}", flag, value);
-  };
-  const auto probability = [](const char* flag, double value) {
-    KILN_CHECK(value >= 0 && value < 1, "{} must be in [0, 1), got {}", flag, value);
-  };
-  positive("--d-model", o.d_model);
-  positive("--heads", o.heads);
+  // Each value by its flag's rule (values merged from a checkpoint were checked as they were
+  // read, naming it; this covers options set in code).
+  for_each_run_number(
+      o, [](const char* flag, const char*, const FlagRange& range, const auto& member) {
+        using T = std::remove_cvref_t<decltype(member)>;
+        check_flag_value(flag, static_cast<double>(member), std::is_integral_v<T>, range);
+      });
+  for_each_saved(o, [](const Field& field, const auto& member) {
+    using T = std::remove_cvref_t<decltype(member)>;
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+      check_flag_value(field.flag, static_cast<double>(member), std::is_integral_v<T>, field.range);
+  });
+  // Then the rules that tie flags together.
   KILN_CHECK(o.d_model % o.heads == 0, "--heads {} does not divide --d-model {}", o.heads,
              o.d_model);
-  non_negative("--kv-heads", static_cast<double>(o.kv_heads));
   KILN_CHECK(o.kv_heads == 0 || o.heads % o.kv_heads == 0,
              "--kv-heads {} does not divide --heads {}", o.kv_heads, o.heads);
-  positive("--layers", o.layers);
-  positive("--ff", o.ff);
-  positive("--max-seq-len", o.max_seq_len);
-  probability("--dropout", o.dropout);
-  probability("--attn-dropout", o.attn_dropout);
   KILN_CHECK(o.pos != "rope" || (o.d_model / o.heads) % 2 == 0,
              "--pos rope needs an even head size, but --d-model {} / --heads {} is odd", o.d_model,
              o.heads);
-  positive("--seq-len", o.seq_len);
   KILN_CHECK(o.seq_len <= o.max_seq_len, "--seq-len {} exceeds --max-seq-len {}", o.seq_len,
              o.max_seq_len);
-  positive("--batch-size", o.batch_size);
-  positive("--grad-accum", o.grad_accum);
-  positive("--eval-batch-size", o.eval_batch_size);
-  positive("--log-every", o.log_every);
-  for (const auto& [flag, value] : {std::pair{"--steps", o.steps},
-                                    {"--epochs", o.epochs},
-                                    {"--decay-steps", o.decay_steps},
-                                    {"--save-every", o.save_every},
-                                    {"--eval-every", o.eval_every},
-                                    {"--warmup", o.warmup},
-                                    {"--step-size", o.step_size},
-                                    {"--patience", o.patience}})
-    non_negative(flag, static_cast<double>(value));
-  non_negative("--threads", o.threads);
-  non_negative("--time-budget", o.time_budget);
-  non_negative("--lr", o.lr);
-  probability("--beta1", o.beta1);
-  probability("--beta2", o.beta2);
-  non_negative("--eps", o.eps);
-  non_negative("--weight-decay", o.weight_decay);
-  non_negative("--momentum", o.momentum);
-  non_negative("--clip", o.clip);
-  KILN_CHECK(std::isfinite(o.gamma) && o.gamma > 0, "--gamma must be positive, got {}", o.gamma);
-  KILN_CHECK(o.min_lr >= 0 && o.min_lr <= o.lr, "--min-lr {} must be in [0, --lr {}]", o.min_lr,
-             o.lr);
-  KILN_CHECK(std::isfinite(o.factor) && o.factor >= 1, "--factor must be at least 1, got {}",
-             o.factor);
+  KILN_CHECK(o.min_lr <= o.lr, "--min-lr {} must be in [0, --lr {}]", o.min_lr, o.lr);
   KILN_CHECK(o.save_every == 0 || !o.save.empty(), "--save-every {} needs --save PATH",
              o.save_every);
 }
@@ -240,13 +317,7 @@ std::vector<std::string> merge_saved_options(TrainOptions& o, std::string_view s
     const std::string key = key_of(field.flag);
     const auto it = saved.find(key);
     KILN_CHECK(it != saved.end(), "{}: the saved training settings lack '{}'", source, key);
-    T value{};
-    try {
-      value = it->template get<T>();
-    } catch (const nlohmann::json::exception&) {
-      fail("{}: the saved setting '{}' is a {}, not a {}", source, key, it->type_name(),
-           nlohmann::json(member).type_name());
-    }
+    const T value = saved_value<T>(*it, field, key, source);
     if (!given(field.flag)) {
       member = value;
       return;

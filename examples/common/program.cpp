@@ -1,7 +1,12 @@
 #include "examples/common/program.h"
 
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -11,9 +16,18 @@
 namespace kiln {
 
 int run_program(std::string_view name, const std::function<int()>& body) {
+  // A closed stdout (`program | head`) is a write error, never death by a signal.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
-    return body();
+    const int status = body();
+    // What a program prints is its result: a stdout that did not take all of it (a full disk,
+    // /dev/full, a closed pipe or descriptor) fails the run rather than exiting 0 without it.
+    const bool written = std::fflush(stdout) == 0 && std::ferror(stdout) == 0;
+    KILN_CHECK(written, "writing to stdout failed: {}", std::strerror(errno));
+    return status;
   } catch (const Error& e) {
+    fmt::print(stderr, "{}: error: {}\n", name, e.what());
+  } catch (const std::system_error& e) {  // fmt::print's failed writes, among others
     fmt::print(stderr, "{}: error: {}\n", name, e.what());
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}: internal error: {}\n", name, e.what());

@@ -14,7 +14,9 @@
 namespace kiln {
 
 // Runs body and returns its exit status; a kiln::Error (or any other exception) is printed to
-// stderr as "<name>: error: <message>" and gives status 1.
+// stderr as "<name>: error: <message>" and gives status 1, and so does a stdout that could not
+// take everything printed to it (checked when body returns; SIGPIPE is ignored, so a closed pipe
+// is such a write error).
 int run_program(std::string_view name, const std::function<int()>& body);
 
 // The device that --device names, checked to exist: a kiln::Error naming the flag otherwise

@@ -1,7 +1,8 @@
 // ProgressLog: what train_lm shows while it trains. Every --log-every steps it summarises the
-// interval (mean loss, perplexity, lr, tokens/s); on a terminal a live line (step/total, epoch %,
-// loss, ppl, lr, tokens/s, ETA) is redrawn in place with \r instead, and other messages print
-// on lines of their own above it. Output is flushed as written, so a pipe sees it at once.
+// interval (mean loss, perplexity, steps skipped as non-finite, lr, tokens/s); on a terminal a live
+// line (step/total, epoch %, loss, ppl, lr, tokens/s, ETA) is redrawn in place with \r instead, and
+// other messages print on lines of their own above it. Output is flushed as written, so a pipe sees
+// it at once.
 //
 //   ProgressLog log(isatty(STDOUT_FILENO), options.log_every, total_steps, options.time_budget);
 //   if (auto interval = log.step({...}))  metrics.train(step, interval->loss, ...);
@@ -28,8 +29,10 @@ struct StepRecord {
 };
 
 struct IntervalSummary {
-  double loss;          // mean over the interval's finite steps (NaN if none)
-  double tokens_per_s;  // over the interval's compute time
+  double loss;           // mean over the interval's finite steps (NaN if none)
+  double tokens_per_s;   // over the interval's compute time
+  std::int64_t skipped;  // the interval's steps with a non-finite loss (shown when > 0)
+  std::int64_t steps;    // the interval's steps
 };
 
 class ProgressLog {
@@ -53,7 +56,7 @@ class ProgressLog {
   double time_budget_;
   // The current interval, and the run's steps for the ETA.
   double loss_sum_ = 0.0, seconds_ = 0.0;
-  std::int64_t finite_steps_ = 0, tokens_ = 0, run_steps_ = 0;
+  std::int64_t finite_steps_ = 0, interval_steps_ = 0, tokens_ = 0, run_steps_ = 0;
   bool live_line_ = false;
   std::chrono::steady_clock::time_point last_draw_{};
 };

@@ -1,12 +1,14 @@
 #include "examples/common/train_state.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/build_info.h"
+#include "core/threads.h"
 
 namespace kiln {
 
@@ -139,14 +141,50 @@ TrainState read_train_state(const Checkpoint& ckpt) {
   s.best_step = e.field<std::int64_t>(history, "history", "best_step");
   s.curve.train = curve_points(history.value("train", json()), ckpt);
   s.curve.valid = curve_points(history.value("valid", json()), ckpt);
-  KILN_CHECK(s.step >= 0 && s.decay_steps >= 0 && s.position.epoch >= 0 && s.position.index >= 0,
-             "checkpoint {}: negative step, decay_steps or data position", ckpt.path);
+  // The state drives indexing (the data position picks windows) and arithmetic: every value is
+  // checked against what a run can have written.
+  KILN_CHECK(s.step >= 0 && s.decay_steps >= 0,
+             "checkpoint {}: step {} or decay_steps {} is negative", ckpt.path, s.step,
+             s.decay_steps);
+  KILN_CHECK(s.windows >= 1 && s.position.epoch >= 0 && s.position.epoch <= 0xFFFFFFFF &&
+                 s.position.index >= 0 && s.position.index < s.windows,
+             "checkpoint {}: data position (epoch {}, window {}) is outside the {} windows of an "
+             "epoch (a corrupt or edited checkpoint)",
+             ckpt.path, s.position.epoch, s.position.index, s.windows);
+  KILN_CHECK(s.threads >= 1 && s.threads <= kMaxThreads,
+             "checkpoint {}: metadata 'threads' is {}, not a thread count in [1, {}]", ckpt.path,
+             s.threads, kMaxThreads);
+  KILN_CHECK(s.best_step >= -1 && s.best_step <= s.step,
+             "checkpoint {}: the best step {} is not a step of the run (0 to {}, or -1)", ckpt.path,
+             s.best_step, s.step);
+  KILN_CHECK(std::isfinite(s.schedule.lr) && s.schedule.lr >= 0 && s.schedule.bad_evals >= 0 &&
+                 !std::isnan(s.schedule.best_loss),
+             "checkpoint {}: metadata 'schedule' holds lr {}, best_loss {}, bad_evals {}: not a "
+             "schedule's state",
+             ckpt.path, s.schedule.lr, s.schedule.best_loss, s.schedule.bad_evals);
+  KILN_CHECK(std::isfinite(s.elapsed_s) && s.elapsed_s >= 0,
+             "checkpoint {}: metadata 'history' has elapsed_s {}", ckpt.path, s.elapsed_s);
   return s;
 }
 
-OptimizerState read_optimizer_state(const Checkpoint& ckpt) {
+OptimizerState read_optimizer_state(const Checkpoint& ckpt, std::string_view optimizer_name) {
   const Entries e(ckpt);
-  return {e.field<std::int64_t>(e.object("optimizer"), "optimizer", "step"), ckpt.optimizer};
+  const json saved = e.object("optimizer");
+  KILN_CHECK(saved.contains("name") && saved["name"].is_string() &&
+                 saved["name"].get<std::string>() == optimizer_name,
+             "checkpoint {}: its optimizer state is {}'s, but the run's optimizer is {}", ckpt.path,
+             saved.contains("name") ? saved["name"].dump() : "nobody", optimizer_name);
+  return {e.field<std::int64_t>(saved, "optimizer", "step"), ckpt.optimizer};
+}
+
+std::optional<double> saved_valid_loss(const Checkpoint& ckpt) {
+  const auto it = ckpt.metadata.find("valid_loss");
+  if (it == ckpt.metadata.end()) return std::nullopt;
+  char* end = nullptr;
+  const double loss = std::strtod(it->second.c_str(), &end);
+  KILN_CHECK(!it->second.empty() && *end == '\0' && !std::isnan(loss),
+             "checkpoint {}: metadata 'valid_loss' is '{}', not a loss", ckpt.path, it->second);
+  return loss;
 }
 
 void save_best_weights(const std::string& path, const nn::TransformerLM& model,
@@ -163,8 +201,11 @@ int checkpoint_threads(const Checkpoint& ckpt) {
   int threads = 0;
   const std::string& text = it->second;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), threads);
-  KILN_CHECK(error == std::errc() && end == text.data() + text.size() && threads >= 0,
-             "checkpoint {}: metadata 'threads' is '{}', not a thread count", ckpt.path, text);
+  KILN_CHECK(error == std::errc() && end == text.data() + text.size() && threads >= 1 &&
+                 threads <= kMaxThreads,
+             "checkpoint {}: metadata 'threads' is '{}', not a thread count in [1, {}] (give "
+             "--threads to run with another count)",
+             ckpt.path, text, kMaxThreads);
   return threads;
 }
 

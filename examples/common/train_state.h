@@ -22,7 +22,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "examples/common/checkpoint.h"
 #include "examples/common/loss_curve.h"
@@ -57,17 +59,24 @@ void save_training_checkpoint(const std::string& path, const nn::TransformerLM& 
                               const Vocabulary& vocabulary, const Optimizer& optimizer,
                               const TrainState& state, const TrainOptions& options);
 
-// The state of a training checkpoint; errors name the file and the entry at fault.
+// The state of a training checkpoint, every value checked against what a run can have written
+// (a data position inside the epoch, a thread count in [1, kMaxThreads], ...); errors name the
+// file and the entry at fault.
 TrainState read_train_state(const Checkpoint& checkpoint);
-// Its optimizer state: the step count and the optim.* tensors.
-OptimizerState read_optimizer_state(const Checkpoint& checkpoint);
+// Its optimizer state: the step count and the optim.* tensors; an error unless it is the state of
+// the optimizer named optimizer_name (Optimizer::name(), e.g. "Adam").
+OptimizerState read_optimizer_state(const Checkpoint& checkpoint, std::string_view optimizer_name);
+
+// The validation loss a best-weights checkpoint records, or nothing if it has none.
+std::optional<double> saved_valid_loss(const Checkpoint& checkpoint);
 
 // Writes the best-by-validation weights (model only, see above).
 void save_best_weights(const std::string& path, const nn::TransformerLM& model,
                        const Vocabulary& vocabulary, std::int64_t step, double valid_loss,
                        int threads, const TrainOptions& options);
 
-// The thread count a checkpoint records, or 0 if it has none.
+// The thread count a checkpoint records, or 0 if it has none; an error naming the file when it is
+// not in [1, kMaxThreads].
 int checkpoint_threads(const Checkpoint& checkpoint);
 
 }  // namespace kiln

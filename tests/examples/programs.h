@@ -1,6 +1,7 @@
-// Helpers for the tests of the example programs: run a built program (train_lm, eval_ppl) as a
-// user would and capture what it prints, write a tiny corpus, and pick lines out of the output.
-// The programs' paths come from the build (KILN_TRAIN_LM, KILN_EVAL_PPL).
+// Helpers for the tests of the example programs: run a built program (train_lm, eval_ppl,
+// generate, attention_maps) as a user would and capture what it prints, write a tiny corpus, and
+// pick lines out of the output. The programs' paths come from the build (KILN_TRAIN_LM,
+// KILN_EVAL_PPL, KILN_GENERATE, KILN_ATTENTION_MAPS).
 #pragma once
 
 #include <sys/types.h>
@@ -17,6 +18,8 @@ namespace kiln::testing {
 
 inline const std::string kTrainLm = KILN_TRAIN_LM;
 inline const std::string kEvalPpl = KILN_EVAL_PPL;
+inline const std::string kGenerate = KILN_GENERATE;
+inline const std::string kAttentionMaps = KILN_ATTENTION_MAPS;
 
 // A tiny model and run (9k parameters, B 8 × T 16) that trains in well under a second.
 inline const std::string kTinyFlags =

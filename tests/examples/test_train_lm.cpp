@@ -136,8 +136,8 @@ TEST_CASE("eval_ppl on the best checkpoint reproduces train_lm's final lines exa
 }
 
 TEST_CASE("train_lm's checkpoint passes tools/check_safetensors.py") {
-  if (!python_has("numpy")) {
-    std::puts("skipped: /usr/bin/python3 with numpy is needed for tools/check_safetensors.py");
+  if (!python_has("zlib")) {
+    std::puts("skipped: /usr/bin/python3 is needed for tools/check_safetensors.py");
     return;
   }
   TempDir dir;
