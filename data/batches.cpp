@@ -18,7 +18,7 @@ LanguageModelBatches::LanguageModelBatches(std::vector<std::int64_t> tokens,
   KILN_CHECK(seq_len >= 1, "LanguageModelBatches: window length must be at least 1, got {}",
              seq_len);
   const auto n = static_cast<std::int64_t>(tokens_.size());
-  KILN_CHECK(n >= 2 * batch_size,
+  KILN_CHECK(n / 2 >= batch_size,  // n >= 2 B, without overflowing 2 B
              "LanguageModelBatches: {} tokens are too few for batch size {}: each of the {} "
              "columns needs at least 2 tokens (an input and its target)",
              n, batch_size, batch_size);

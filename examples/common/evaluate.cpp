@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/autograd.h"
+#include "core/checked.h"
 #include "core/ops/factories.h"
 #include "core/ops/linear_cross_entropy.h"
 
@@ -43,7 +44,7 @@ EvalResult evaluate(nn::TransformerLM& model, const std::vector<std::int64_t>& t
   KILN_CHECK(B >= 1, "evaluate: batch size must be positive, got {}", B);
   KILN_CHECK(T >= 1, "evaluate: window length must be positive, got {}", T);
   KILN_CHECK(S >= 1 && S <= T, "evaluate: stride {} must be in [1, {}] (the window length)", S, T);
-  KILN_CHECK(N >= 2 * B,
+  KILN_CHECK(N / 2 >= B,  // N >= 2 B, without overflowing 2 B
              "evaluate: {} tokens are too few for batch size {} (each column needs an input and a "
              "target)",
              N, B);
@@ -58,7 +59,8 @@ EvalResult evaluate(nn::TransformerLM& model, const std::vector<std::int64_t>& t
   // Windows are independent (no state crosses them), so several windows of the same shape run
   // as one batch of about kRowsPerForward rows: the same sums, in larger, faster GEMMs.
   constexpr std::int64_t kRowsPerForward = 2048;
-  const std::int64_t group = std::max<std::int64_t>(1, kRowsPerForward / (B * T));
+  const std::int64_t group = std::max<std::int64_t>(
+      1, kRowsPerForward / checked_mul(B, T, "evaluate: batch size x window length"));
   std::vector<std::int64_t> inputs, targets;  // (windows · B, t) each
   std::int64_t pending = 0, pending_t = 0, pending_n = 0;
   auto flush = [&] {

@@ -87,6 +87,9 @@ TEST_CASE("batch arguments out of range are errors naming them", "[batches][erro
                Contains("window length must be at least 1, got 0"));
   REQUIRE_THAT(error_message([] { LanguageModelBatches(stream(5), 3, 4); }),
                Contains("5 tokens are too few for batch size 3"));
+  // A batch size from a flag or a checkpoint: 2 B once overflowed (UBSan: signed overflow).
+  REQUIRE_THAT(error_message([] { LanguageModelBatches(stream(6), std::int64_t{1} << 62, 4); }),
+               Contains("6 tokens are too few for batch size 4611686018427387904"));
   const LanguageModelBatches batches(stream(6), 3, 4);  // R = 2: one window of one row
   REQUIRE(batches.num_windows() == 1);
   REQUIRE(batches.window(0).inputs.to_vector<std::int64_t>() == Ids{100, 102, 104});
