@@ -3,7 +3,8 @@
 // files as save_safetensors writes them (plain tensors and a checkpoint with config and vocabulary
 // metadata), a file from another writer, broken files (one problem each), and texts with every
 // kind of line ending, space, invalid byte and saved vocabulary the corpus reader distinguishes.
-// The output is committed; rerun this only to change the seeds.
+// The output is committed; rerun this only to change the seeds. The edits that seed
+// fuzz_checkpoint_values are written too.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -99,17 +100,47 @@ void write_text_seeds(const std::filesystem::path& dir) {
 
 }  // namespace
 
+// fuzz_checkpoint_values reads an input as edits of 10 bytes (field, kind, 8-byte payload): the
+// empty input (the valid checkpoint as it is) and one edit of each of its fields, each with
+// another kind of value, payload 3.
+void write_checkpoint_value_seeds(const std::filesystem::path& dir) {
+  write_text(dir / "unchanged", "");
+  for (int field = 0; field < 42; ++field) {
+    std::string record(10, '\0');
+    record[0] = static_cast<char>(field);
+    record[1] = static_cast<char>((field * 7) % 52);
+    record[2] = 3;
+    write_text(dir / fmt::format("edit-{:02}", field), record);
+  }
+  // Edits that only hurt together: a config whose sizes agree with each other but not with the
+  // tensors, and a training state edited in several places.
+  const auto records = [](std::initializer_list<std::pair<int, int>> edits) {
+    std::string bytes;
+    for (const auto& [field, kind] : edits) {
+      std::string record(10, '\0');
+      record[0] = static_cast<char>(field), record[1] = static_cast<char>(kind), record[2] = 5;
+      bytes += record;
+    }
+    return bytes;
+  };
+  write_text(dir / "config-together", records({{1, 7}, {2, 5}, {6, 9}, {3, 5}}));
+  write_text(dir / "state-together", records({{15, 8}, {16, 6}, {17, 7}, {12, 4}, {26, 3}}));
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::cerr << "usage: make_seeds OUT_DIR (writes OUT_DIR/safetensors and OUT_DIR/text)\n";
+    std::cerr << "usage: make_seeds OUT_DIR (writes OUT_DIR/safetensors, OUT_DIR/text and "
+                 "OUT_DIR/checkpoint-values)\n";
     return 2;
   }
   const std::filesystem::path out = argv[1];
   std::filesystem::create_directories(out / "safetensors");
   std::filesystem::create_directories(out / "text");
+  std::filesystem::create_directories(out / "checkpoint-values");
   try {
     write_safetensors_seeds(out / "safetensors");
     write_text_seeds(out / "text");
+    write_checkpoint_value_seeds(out / "checkpoint-values");
   } catch (const Error& e) {
     std::cerr << e.what() << "\n";
     return 1;
