@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/checked.h"
 #include "core/crc32.h"
 #include "core/output_file.h"
 #include "core/utf8.h"
@@ -319,19 +320,19 @@ Entry parse_entry(const std::string& name, const json& value, const std::string&
   // Element and byte counts overflow-checked like the reference reader's validate(). kiln also
   // needs the product of the sizes with 0 counted as 1 (the outermost stride times its size) to
   // fit an int64, so an empty tensor's strides are representable too; count <= extent.
-  std::uint64_t count = 1;
-  std::uint64_t extent = 1;
+  const std::string sized = fmt::format("{}tensor '{}': shape {}", where, name, shape.dump());
+  std::int64_t count = 1;
+  std::int64_t extent = 1;
   for (const json& size : shape) {
     const std::uint64_t n = unsigned_field(size, "shape entry", name, where);
-    KILN_CHECK(!__builtin_mul_overflow(extent, std::max<std::uint64_t>(n, 1), &extent) &&
-                   extent <= std::numeric_limits<std::int64_t>::max(),
-               "{}tensor '{}': shape {} overflows", where, name, shape.dump());
-    count *= n;
-    entry.shape.push_back(static_cast<std::int64_t>(n));
+    KILN_CHECK(n <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+               "{} overflows int64 (size {})", sized, n);
+    const auto s = static_cast<std::int64_t>(n);
+    extent = checked_mul(extent, std::max<std::int64_t>(s, 1), sized);
+    count *= s;  // count <= extent
+    entry.shape.push_back(s);
   }
-  std::uint64_t nbytes = 0;
-  KILN_CHECK(!__builtin_mul_overflow(count, dtype_size(entry.dtype), &nbytes),
-             "{}tensor '{}': shape {} overflows", where, name, shape.dump());
+  const std::uint64_t nbytes = checked_bytes(count, dtype_size(entry.dtype), sized);
 
   const json& offsets = value["data_offsets"];
   KILN_CHECK(offsets.is_array() && offsets.size() == 2,
