@@ -43,13 +43,18 @@ const std::vector<Flag> kTrainFlags = {
     {"--eval-every", false, true},   {"--eval-batch-size", false, false},
 };
 
-// Values no numeric flag takes, and 0 for the flags whose range leaves it out.
+// Values no numeric flag takes (empty, negative, beyond its type), and 0 for the flags whose
+// range leaves it out. Other malformed text goes through the same parser: malformed_values.
 std::vector<std::string> refused_values(const Flag& flag) {
-  std::vector<std::string> values = {"''", "abc", "-1", "0x10", "' 5'"};
-  values.push_back(flag.real ? "1e400" : "99999999999999999999");
-  if (flag.real) values.insert(values.end(), {"nan", "inf"});
-  if (!flag.real) values.push_back("1.5");
+  std::vector<std::string> values = {"''", "-1", flag.real ? "1e400" : "99999999999999999999"};
+  if (flag.real) values.push_back("nan");
   if (!flag.zero_ok) values.push_back("0");
+  return values;
+}
+
+std::vector<std::string> malformed_values(const Flag& flag) {
+  std::vector<std::string> values = {"abc", "0x10", "' 5'", "5x"};
+  values.push_back(flag.real ? "inf" : "1.5");
   return values;
 }
 
@@ -74,6 +79,9 @@ TEST_CASE(
   REQUIRE(kTrainFlags.size() == 34);
   for (const Flag& flag : kTrainFlags)
     for (const std::string& value : refused_values(flag))
+      check_refused(train + " " + flag.name + " " + value, flag.name);
+  for (const Flag& flag : {kTrainFlags[0], kTrainFlags[2], kTrainFlags[19], kTrainFlags[17]})
+    for (const std::string& value : malformed_values(flag))
       check_refused(train + " " + flag.name + " " + value, flag.name);
   // One message states the rule and what 0 means.
   const RunResult r = run(train + " --steps ''");
@@ -113,6 +121,9 @@ TEST_CASE("eval_ppl, generate and attention_maps follow the same rule for their 
   };
   for (const auto& [command, flag] : flags)
     for (const std::string& value : refused_values(flag))
+      check_refused(command + " " + flag.name + " " + value, flag.name);
+  for (const auto& [command, flag] : {flags[1], flags[4]})
+    for (const std::string& value : malformed_values(flag))
       check_refused(command + " " + flag.name + " " + value, flag.name);
   // 0 used to mean "the default" for these two, while -1 was refused.
   CHECK_THAT(run(eval + " --seq-len 0").output, Contains("--seq-len 0: expected an integer >= 1"));
