@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/build_info.h"
-#include "core/cpu/openblas.h"
+#include "core/cpu/blas_library.h"
 #include "core/cpu/parallel.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -30,7 +30,7 @@ void set_num_threads(int threads) {
              "set_num_threads: {} threads is outside [1, {}], the counts kiln runs", threads,
              kMaxThreads);
   omp_set_num_threads(threads);
-  if (const OpenBlas* blas = openblas()) blas->set_num_threads(threads);
+  set_blas_threads(threads);
 }
 
 int num_threads() { return omp_get_max_threads(); }

@@ -161,7 +161,7 @@ void for_each_run_number(Options& o, F&& f) {
   f("--steps", "stop when the global step reaches N (a resumed run counts the steps already done)",
     FlagRange{.min = 0, .zero = "no limit"}, o.steps);
   f("--epochs", "stop after N epochs", FlagRange{.min = 0, .zero = "no limit"}, o.epochs);
-  f("--time-budget", "stop after S seconds of training and periodic validation in this run",
+  f("--time-budget", "stop after S seconds of training steps in this run, validation not counted",
     FlagRange{.min = 0, .zero = "no limit"}, o.time_budget);
   f("--decay-steps", "length of the lr schedule (a resumed run keeps the saved length)",
     FlagRange{.min = 0, .zero = "epochs x steps per epoch, else --steps"}, o.decay_steps);
