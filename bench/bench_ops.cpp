@@ -1,5 +1,8 @@
 // bench_ops: speed of the kernels behind kiln's ops, called exactly as the ops call them.
-//   gemm M N K threads GFLOP/s          C (M x N) = A (M x K) B (K x N), float32
+//   gemm M N K threads SOURCE GFLOP/s   C (M x N) = A (M x K) B (K x N), float32, where SOURCE
+//                                       is kiln (the backend's GEMM, as training calls it) and
+//                                       each library alone: openblas, blis (when installed),
+//                                       eigen -- the step's GEMMs against every ceiling
 //   <kernel> rows cols threads GB/s     bytes read + written per second
 //   attention_tiled|materialized T ...  causal attention forward + backward: time, peak memory
 // First it prints the CPU, threads, compiler flags and GEMM source. --quick runs fewer
@@ -8,11 +11,14 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <Eigen/Core>
 
 #include "core/backend.h"
+#include "core/cpu/blas_library.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/kiln.h"
 #include "core/ops/op_utils.h"
@@ -42,22 +48,55 @@ struct GemmCase {
   const char* what;
 };
 
+// Eigen's own product on the same row-major operands (op(A) read in place, as kiln's fallback).
+void eigen_gemm(const GemmCase& c, const float* a, const float* b, float* out) {
+  using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Map = Eigen::Map<const RowMajor>;
+  const Map A(a, c.trans_a ? c.k : c.m, c.trans_a ? c.m : c.k);
+  const Map B(b, c.trans_b ? c.n : c.k, c.trans_b ? c.k : c.n);
+  Eigen::Map<RowMajor> C(out, c.m, c.n);
+  if (c.trans_a && c.trans_b) C.noalias() = A.transpose() * B.transpose();
+  if (c.trans_a && !c.trans_b) C.noalias() = A.transpose() * B;
+  if (!c.trans_a && c.trans_b) C.noalias() = A * B.transpose();
+  if (!c.trans_a && !c.trans_b) C.noalias() = A * B;
+}
+
 void bench_gemm(const GemmCase& c, int threads, int repeats) {
   Generator gen(1);
   const Tensor a = rand({c.trans_a ? c.k : c.m, c.trans_a ? c.m : c.k}, {}, &gen);
   const Tensor b = rand({c.trans_b ? c.n : c.k, c.trans_b ? c.k : c.n}, {}, &gen);
   Tensor out = empty({c.m, c.n});
+  const auto* pa = static_cast<const float*>(a.raw_data());
+  const auto* pb = static_cast<const float*>(b.raw_data());
+  auto* pc = static_cast<float*>(out.raw_data());
   GemmArgs args;
   args.m = c.m, args.n = c.n, args.k = c.k;
   args.trans_a = c.trans_a, args.trans_b = c.trans_b;
-  args.a = a.raw_data(), args.lda = a.size(1);
-  args.b = b.raw_data(), args.ldb = b.size(1);
-  args.c = out.raw_data(), args.ldc = c.n;
+  args.a = pa, args.lda = a.size(1);
+  args.b = pb, args.ldb = b.size(1);
+  args.c = pc, args.ldc = c.n;
   set_num_threads(threads);
-  const double s = time_median(repeats, [&] { backend_for(Device::cpu()).gemm(args); });
-  std::printf("gemm %lld %lld %lld %d %.1f GFLOP/s   %s\n", static_cast<long long>(c.m),
-              static_cast<long long>(c.n), static_cast<long long>(c.k), threads,
-              2.0 * c.m * c.n * c.k / s * 1e-9, c.what);
+  const auto report = [&](const std::string& source, const std::function<void()>& run) {
+    const double s = time_median(repeats, run);
+    std::printf("gemm %lld %lld %lld %d %-8s %6.1f GFLOP/s   %s\n", static_cast<long long>(c.m),
+                static_cast<long long>(c.n), static_cast<long long>(c.k), threads, source.c_str(),
+                2.0 * c.m * c.n * c.k / s * 1e-9, c.what);
+  };
+  report("kiln", [&] { backend_for(Device::cpu()).gemm(args); });
+  for (const char* name : {"openblas", "blis"}) {
+    const BlasLibrary* blas = blas_library(name);
+    if (blas == nullptr) continue;
+    blas->set_num_threads(threads);
+    constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+    report(name, [&] {
+      blas->sgemm(kRowMajor, c.trans_a ? kTrans : kNoTrans, c.trans_b ? kTrans : kNoTrans,
+                  static_cast<int>(c.m), static_cast<int>(c.n), static_cast<int>(c.k), 1.0f, pa,
+                  static_cast<int>(a.size(1)), pb, static_cast<int>(b.size(1)), 0.0f, pc,
+                  static_cast<int>(c.n));
+    });
+  }
+  report("eigen", [&] { eigen_gemm(c, pa, pb, pc); });
+  set_num_threads(threads);  // back to the GEMM library's own setting
 }
 
 void bench_rows(const char* name, std::int64_t rows, std::int64_t cols, double bytes_per_element,

@@ -1,27 +1,44 @@
-# KILN_BLAS picks the CPU GEMM: openblas (Debian's OpenMP OpenBLAS, loaded at run time by its own
-# path with the right kernels chosen first: core/cpu/openblas.h), eigen (Eigen's own GEMM), or
-# AUTO (openblas when libopenblas0-openmp is installed). Eigen stays the fallback at run time.
-find_library(KILN_OPENBLAS NAMES openblas
-             PATHS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp NO_DEFAULT_PATH)
+# KILN_BLAS decides which BLAS libraries the CPU GEMM may load at run time (core/cpu/blas_library.h):
+# AUTO (each of Debian's OpenMP OpenBLAS and BLIS that is installed), openblas or blis (that one,
+# required), eigen (none: Eigen's own GEMM). kiln loads them by the path of the runtime packages'
+# files (libopenblas0-openmp, libblis4-openmp): the unversioned libopenblas.so comes only with a
+# -dev package, which a fresh machine need not have.
+set(_kiln_blas_dir /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE})
+find_file(KILN_OPENBLAS_LIBRARY libopenblas.so.0 PATHS ${_kiln_blas_dir}/openblas-openmp
+          NO_DEFAULT_PATH NO_CACHE)
+find_file(KILN_BLIS_LIBRARY libblis.so.4 PATHS ${_kiln_blas_dir}/blis-openmp NO_DEFAULT_PATH
+          NO_CACHE)
+set(_kiln_blas_names openblas blis)
+set(_kiln_openblas_package libopenblas0-openmp)
+set(_kiln_blis_package libblis4-openmp)
 if(KILN_BLAS STREQUAL "AUTO")
-  set(_kiln_use_openblas ${KILN_OPENBLAS})
-elseif(KILN_BLAS STREQUAL "openblas")
-  if(NOT KILN_OPENBLAS)
-    message(FATAL_ERROR "kiln: KILN_BLAS=openblas needs libopenblas0-openmp "
-                        "(/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp/libopenblas.so)")
+  set(_kiln_blas_wanted ${_kiln_blas_names})
+elseif(KILN_BLAS IN_LIST _kiln_blas_names)
+  set(_kiln_blas_wanted ${KILN_BLAS})
+  string(TOUPPER ${KILN_BLAS} _kiln_upper)
+  if(NOT KILN_${_kiln_upper}_LIBRARY)
+    message(FATAL_ERROR "kiln: KILN_BLAS=${KILN_BLAS} needs Debian's ${_kiln_${KILN_BLAS}_package}")
   endif()
-  set(_kiln_use_openblas ON)
 elseif(KILN_BLAS STREQUAL "eigen")
-  set(_kiln_use_openblas OFF)
+  set(_kiln_blas_wanted "")
 else()
-  message(FATAL_ERROR "kiln: KILN_BLAS must be AUTO, openblas or eigen, not '${KILN_BLAS}'")
+  message(FATAL_ERROR "kiln: KILN_BLAS must be AUTO, openblas, blis or eigen, not '${KILN_BLAS}'")
 endif()
-if(_kiln_use_openblas)
-  get_filename_component(_kiln_openblas_real ${KILN_OPENBLAS} REALPATH)
-  set_source_files_properties(core/cpu/openblas.cpp PROPERTIES
-                              COMPILE_DEFINITIONS "KILN_OPENBLAS_PATH=\"${_kiln_openblas_real}\"")
+set(_kiln_blas_found "")
+foreach(_kiln_name IN LISTS _kiln_blas_wanted)
+  string(TOUPPER ${_kiln_name} _kiln_upper)
+  if(KILN_${_kiln_upper}_LIBRARY)
+    set_property(SOURCE core/cpu/blas_library.cpp APPEND PROPERTY COMPILE_DEFINITIONS
+                 "KILN_${_kiln_upper}_PATH=\"${KILN_${_kiln_upper}_LIBRARY}\"")
+    list(APPEND _kiln_blas_found "${_kiln_name} (${KILN_${_kiln_upper}_LIBRARY})")
+  elseif(KILN_BLAS STREQUAL "AUTO")
+    message(STATUS "kiln: ${_kiln_name} not installed (Debian's ${_kiln_${_kiln_name}_package})")
+  endif()
+endforeach()
+if(_kiln_blas_found)
   target_link_libraries(kiln PRIVATE ${CMAKE_DL_LIBS})
-  message(STATUS "kiln: CPU GEMM through OpenBLAS (${_kiln_openblas_real}), Eigen as fallback")
+  list(JOIN _kiln_blas_found ", " _kiln_blas_found)
+  message(STATUS "kiln: CPU GEMM through ${_kiln_blas_found}; Eigen as fallback")
 else()
-  message(STATUS "kiln: CPU GEMM through Eigen")
+  message(STATUS "kiln: CPU GEMM through Eigen only (KILN_BLAS=${KILN_BLAS})")
 endif()

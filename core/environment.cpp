@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/build_info.h"
-#include "core/cpu/openblas.h"
+#include "core/cpu/blas_library.h"
 #include "core/cpu/parallel.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -28,7 +28,7 @@ std::string cpu_model() {
 void set_num_threads(int threads) {
   KILN_CHECK(threads >= 1, "set_num_threads: need at least 1 thread, got {}", threads);
   omp_set_num_threads(threads);
-  if (const OpenBlas* blas = openblas()) blas->set_num_threads(threads);
+  set_blas_threads(threads);
 }
 
 int num_threads() { return omp_get_max_threads(); }

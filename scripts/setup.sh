@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake make g++ libeigen3-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev
-          libopenblas0-openmp python3-numpy)
+          libopenblas0-openmp libblis4-openmp python3-numpy)
 source scripts/install_packages.sh
 install_packages setup "${packages[@]}"
 

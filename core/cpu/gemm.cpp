@@ -1,14 +1,14 @@
-// CPU GEMM: OpenBLAS's cblas_?gemm when it is loaded (core/cpu/openblas.h), else Eigen's matrix
-// product. Row-major operands are used in place; a transposed operand is the same memory read
-// column-major. Both libraries parallelise one large product over blocks of C, each block with
-// one owner and the same order of additions (deterministic); a batch of small products runs one
-// product per task instead, each single-threaded inside the parallel region.
+// CPU GEMM: a BLAS library's cblas_?gemm when one is loaded (core/cpu/blas_library.h), else
+// Eigen's matrix product. Row-major operands are used in place; a transposed operand is the same
+// memory read column-major. Both libraries parallelise one large product over blocks of C, each
+// block with one owner and the same order of additions (deterministic); a batch of small products
+// runs one product per task instead, each single-threaded inside the parallel region.
 #include <Eigen/Core>
 #include <chrono>
 #include <type_traits>
 
+#include "core/cpu/blas_library.h"
 #include "core/cpu/cpu_backend.h"
-#include "core/cpu/openblas.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/tile_gemm.h"
 #include "core/profiler.h"
@@ -43,9 +43,9 @@ void gemm_one(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* c, 
   }
 }
 
-// One product through OpenBLAS's CBLAS interface (row-major).
+// One product through the library's CBLAS interface (row-major).
 template <typename T>
-void blas_one(const OpenBlas& blas, const GemmArgs& g, const T* a, const T* b, T* c) {
+void blas_one(const BlasLibrary& blas, const GemmArgs& g, const T* a, const T* b, T* c) {
   constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
   const int ta = g.trans_a ? kTrans : kNoTrans, tb = g.trans_b ? kTrans : kNoTrans;
   const auto m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
@@ -65,7 +65,7 @@ void gemm_batched(const GemmArgs& g) {
   const T* b = static_cast<const T*>(g.b);
   T* c = static_cast<T*>(g.c);
   const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
-  const OpenBlas* blas = openblas();
+  const BlasLibrary* blas = gemm_library();
   auto one = [&](std::int64_t i) {
     if (blas != nullptr) {
       blas_one<T>(*blas, g, a + i * g.stride_a, b + i * g.stride_b, c + i * g.stride_c);
@@ -99,7 +99,7 @@ template <typename T>
 void tile_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
                const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
                std::int64_t ldc) {
-  if (const OpenBlas* blas = openblas()) {
+  if (const BlasLibrary* blas = gemm_library()) {
     GemmArgs g;
     g.trans_a = trans_a, g.trans_b = trans_b;
     g.m = m, g.n = n, g.k = k;

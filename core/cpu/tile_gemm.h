@@ -1,7 +1,8 @@
 // One small row-major product on the calling thread, for kernels that run their own parallel
 // loop over tiles (attention): C (m x n) = alpha op(A) op(B) + beta C, op(X) = X or X^T, with
-// leading dimensions. OpenBLAS when it is loaded, else Eigen, as CpuBackend::gemm; no profiler
-// call (the profiler's GEMM table is not for concurrent use). beta 0 never reads C.
+// leading dimensions. Through CpuBackend::gemm's library (gemm_library: OpenBLAS or BLIS, else
+// Eigen), without its profiler call (the profiler's GEMM table is not for concurrent use).
+// beta 0 never reads C.
 #pragma once
 
 #include <cstdint>

@@ -112,7 +112,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_option("--epochs", o.epochs, "stop after N epochs (0: no limit)")->capture_default_str();
   app.add_option("--time-budget", o.time_budget,
-                 "stop after S seconds of training and periodic validation in this run "
+                 "stop after S seconds of training steps in this run, validation not counted "
                  "(0: no limit)")
       ->capture_default_str();
   app.add_option("--decay-steps", o.decay_steps,

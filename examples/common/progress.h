@@ -23,7 +23,7 @@ struct StepRecord {
   double lr;
   std::int64_t tokens;  // target tokens of the step
   double seconds;       // the step's compute time
-  double clock;         // this run's budgeted seconds so far (training and validation)
+  double clock;         // this run's budgeted seconds so far (training steps only)
   double elapsed;       // budgeted seconds over every run so far
 };
 

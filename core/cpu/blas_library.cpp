@@ -1,0 +1,130 @@
+#include "core/cpu/blas_library.h"
+
+#include <dlfcn.h>
+#include <omp.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace kiln {
+
+namespace {
+
+// Paths of the runtime packages' libraries (cmake/KilnBlas.cmake); empty when not built in.
+#ifndef KILN_OPENBLAS_PATH
+#define KILN_OPENBLAS_PATH ""
+#endif
+#ifndef KILN_BLIS_PATH
+#define KILN_BLIS_PATH ""
+#endif
+
+// OpenBLAS's kernel family for this CPU, for versions that do not detect it.
+const char* openblas_core_for_this_cpu() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
+  if (__builtin_cpu_supports("avx2")) return "Haswell";
+  return nullptr;
+}
+
+template <typename F>
+bool find(void* library, const char* symbol, F& function) {
+  function = reinterpret_cast<F>(dlsym(library, symbol));
+  return function != nullptr;
+}
+
+// BLIS takes its thread count as a dim_t (int64).
+void (*blis_set_threads)(std::int64_t) = nullptr;
+void blis_set_num_threads(int threads) { blis_set_threads(threads); }
+
+BlasLibrary* load_openblas() {
+  const char* path = KILN_OPENBLAS_PATH;
+  if (path[0] == '\0') return nullptr;
+  const char* chosen = std::getenv("OPENBLAS_CORETYPE");
+  if (chosen == nullptr || chosen[0] == '\0') {
+    if (const char* core = openblas_core_for_this_cpu()) setenv("OPENBLAS_CORETYPE", core, 1);
+  }
+  void* library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) return nullptr;
+  static BlasLibrary blas;
+  const char* (*corename)() = nullptr;
+  if (!find(library, "cblas_sgemm", blas.sgemm) || !find(library, "cblas_dgemm", blas.dgemm) ||
+      !find(library, "openblas_set_num_threads", blas.set_num_threads) ||
+      !find(library, "openblas_get_corename", corename))
+    return nullptr;
+  blas.name = "openblas";
+  blas.kernels = corename();
+  return &blas;
+}
+
+BlasLibrary* load_blis() {
+  const char* path = KILN_BLIS_PATH;
+  if (path[0] == '\0') return nullptr;
+  void* library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) return nullptr;
+  static BlasLibrary blas;
+  int (*arch_id)() = nullptr;
+  const char* (*arch_name)(int) = nullptr;
+  if (!find(library, "cblas_sgemm", blas.sgemm) || !find(library, "cblas_dgemm", blas.dgemm) ||
+      !find(library, "bli_thread_set_num_threads", blis_set_threads) ||
+      !find(library, "bli_arch_query_id", arch_id) || !find(library, "bli_arch_string", arch_name))
+    return nullptr;
+  blas.name = "blis";
+  blas.kernels = arch_name(arch_id());
+  blas.set_num_threads = blis_set_num_threads;
+  return &blas;
+}
+
+struct Loaded {
+  BlasLibrary* library = nullptr;
+  std::once_flag once;
+};
+
+Loaded& slot(const std::string& name) {
+  static Loaded openblas, blis, none;
+  return name == "openblas" ? openblas : name == "blis" ? blis : none;
+}
+
+bool is_amd_zen() {
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd") &&
+         (__builtin_cpu_is("znver1") || __builtin_cpu_is("znver2") || __builtin_cpu_is("znver3"));
+}
+
+const BlasLibrary* choose() {
+  if (const char* forced = std::getenv("KILN_GEMM"); forced != nullptr && forced[0] != '\0') {
+    return std::strcmp(forced, "eigen") == 0 ? nullptr : blas_library(forced);
+  }
+  const char* first = is_amd_zen() ? "blis" : "openblas";
+  const char* second = is_amd_zen() ? "openblas" : "blis";
+  if (const BlasLibrary* blas = blas_library(first)) return blas;
+  return blas_library(second);
+}
+
+}  // namespace
+
+const BlasLibrary* blas_library(const std::string& name) {
+  Loaded& loaded = slot(name);
+  std::call_once(loaded.once, [&] {
+    loaded.library = name == "openblas" ? load_openblas() : name == "blis" ? load_blis() : nullptr;
+    if (loaded.library != nullptr) loaded.library->set_num_threads(omp_get_max_threads());
+  });
+  return loaded.library;
+}
+
+const BlasLibrary* gemm_library() {
+  static const BlasLibrary* chosen = choose();
+  return chosen;
+}
+
+std::string gemm_source() {
+  const BlasLibrary* blas = gemm_library();
+  return blas != nullptr ? blas->name + " (" + blas->kernels + " kernels)" : "eigen";
+}
+
+void set_blas_threads(int threads) {
+  if (const BlasLibrary* blas = gemm_library()) blas->set_num_threads(threads);
+}
+
+}  // namespace kiln

@@ -1,0 +1,43 @@
+// The BLAS libraries kiln's CPU GEMM can call, loaded at first use with dlopen by their own paths
+// from Debian's OpenMP builds: OpenBLAS (libopenblas0-openmp) and BLIS (libblis4-openmp). By path,
+// because libblas.so.3 may point at the slow reference BLAS; at run time, because OpenBLAS 0.3.21
+// does not recognise recent CPUs and would silently fall back to its SSE3 kernels, so kiln names
+// the kernel family through OPENBLAS_CORETYPE (SkylakeX with AVX-512, Haswell with AVX2) before
+// the library initialises, unless the environment already does.
+//
+// Which one a GEMM uses (gemm_library): KILN_GEMM=openblas|blis|eigen in the environment forces
+// one; otherwise the faster one on this kind of CPU as measured in docs/performance.md (BLIS on
+// AMD Zen, OpenBLAS elsewhere), whichever of the two is installed, else Eigen. The choice depends
+// only on the CPU and what is installed, never on timing, so runs are reproducible.
+#pragma once
+
+#include <string>
+
+namespace kiln {
+
+struct BlasLibrary {
+  std::string name;     // "openblas" or "blis"
+  std::string kernels;  // the kernel family the library runs, e.g. "Haswell", "zen3"
+  // cblas_sgemm / cblas_dgemm (row-major order 101, transpose 111 / 112).
+  void (*sgemm)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+  void (*dgemm)(int order, int trans_a, int trans_b, int m, int n, int k, double alpha,
+                const double* a, int lda, const double* b, int ldb, double beta, double* c,
+                int ldc);
+  void (*set_num_threads)(int threads);
+};
+
+// A library by name ("openblas", "blis"), loaded on first use; null when it was not built in
+// (KILN_BLAS at configure time) or is not installed.
+const BlasLibrary* blas_library(const std::string& name);
+
+// The library CPU GEMMs go through, null for Eigen (see the top of this file).
+const BlasLibrary* gemm_library();
+
+// "openblas (Haswell kernels)", "blis (zen3 kernels)" or "eigen", for environment summaries.
+std::string gemm_source();
+
+// Tells the GEMM's library how many threads one product may use.
+void set_blas_threads(int threads);
+
+}  // namespace kiln

@@ -1,0 +1,78 @@
+// The CPU GEMM goes through the BLAS libraries that are installed (core/cpu/blas_library.h): a
+// fresh Debian machine with only the runtime packages must not silently fall back to Eigen.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "core/cpu/blas_library.h"
+#include "core/kiln.h"
+
+using namespace kiln;
+
+namespace {
+
+// Whether dpkg says the Debian package is installed; false where there is no dpkg.
+bool package_installed(const std::string& package) {
+  const std::string command =
+      "dpkg-query -W -f='${Status}' " + package + " 2>/dev/null | grep -q 'install ok installed'";
+  return std::system(command.c_str()) == 0;
+}
+
+bool forced_by_environment() {
+  const char* forced = std::getenv("KILN_GEMM");
+  return forced != nullptr && forced[0] != '\0';
+}
+
+// C = A B for A (2 x 3) and B (3 x 2) through the library's cblas_sgemm, against the exact product.
+void check_product(const BlasLibrary& blas) {
+  const float a[] = {1, 2, 3, 4, 5, 6}, b[] = {7, 8, 9, 10, 11, 12};
+  float c[4] = {-1, -1, -1, -1};
+  constexpr int kRowMajor = 101, kNoTrans = 111;
+  blas.sgemm(kRowMajor, kNoTrans, kNoTrans, 2, 2, 3, 1.0f, a, 3, b, 2, 0.0f, c, 2);
+  CHECK(c[0] == 58);
+  CHECK(c[1] == 64);
+  CHECK(c[2] == 139);
+  CHECK(c[3] == 154);
+}
+
+}  // namespace
+
+TEST_CASE("every installed BLAS library loads and multiplies", "[gemm]") {
+  if (std::string(KILN_TEST_BLAS) == "eigen") {
+    std::puts("skipped: built with KILN_BLAS=eigen");
+    return;
+  }
+  int checked = 0;
+  for (const auto& [name, package] :
+       {std::pair{"openblas", "libopenblas0-openmp"}, std::pair{"blis", "libblis4-openmp"}}) {
+    if (!package_installed(package)) continue;
+    INFO(package << " is installed, so kiln must load " << name);
+    const BlasLibrary* blas = blas_library(name);
+    REQUIRE(blas != nullptr);
+    CHECK(blas->name == name);
+    CHECK_FALSE(blas->kernels.empty());
+    check_product(*blas);
+    ++checked;
+  }
+  if (checked == 0) std::puts("skipped: neither libopenblas0-openmp nor libblis4-openmp installed");
+}
+
+TEST_CASE("the GEMM is not Eigen's when a BLAS library is installed", "[gemm]") {
+  if (std::string(KILN_TEST_BLAS) == "eigen" || forced_by_environment()) {
+    std::puts("skipped: built with KILN_BLAS=eigen or KILN_GEMM set");
+    return;
+  }
+  if (!package_installed("libopenblas0-openmp") && !package_installed("libblis4-openmp")) {
+    std::puts("skipped: neither libopenblas0-openmp nor libblis4-openmp installed");
+    return;
+  }
+  INFO("environment: " << environment_summary());
+  REQUIRE(gemm_library() != nullptr);
+  CHECK(gemm_source().find("eigen") == std::string::npos);
+  // And the backend's GEMM gives the product through it.
+  const Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor b = from_vector<float>({7, 8, 9, 10, 11, 12}, {3, 2});
+  CHECK(matmul(a, b).to_vector<float>() == std::vector<float>{58, 64, 139, 154});
+}
