@@ -21,6 +21,7 @@
 
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/parallel.h"
+#include "core/cpu/philox_block.h"
 #include "core/cpu/row_sum.h"
 #include "core/cpu/tile_gemm.h"
 #include "core/cpu/vec_exp.h"
@@ -97,8 +98,9 @@ T exp_in_place(T* x, std::int64_t n, T shift) {
 }
 
 // The dropout mask of one row of a tile: z[c] = Z for key first + c of query t of batch-head bh,
-// c < n (1 / (1 - p) where kept, 0 where dropped), as philox::attention_keep gives it; four
-// consecutive elements share a Philox counter, which is drawn once.
+// c < n <= kKeyTile (1 / (1 - p) where kept, 0 where dropped), as philox::attention_keep gives
+// it. Element index i reads word i % 4 of counter offset + i / 4: the row's counters are drawn
+// kPhiloxBlock at a time (vectorised), then the keep test runs over the words.
 template <typename T>
 struct DropoutRow {
   const AttentionArgs& args;
@@ -111,14 +113,19 @@ struct DropoutRow {
         keep(static_cast<T>(1.0 / (1.0 - a.dropout_p))) {}
 
   void operator()(std::int64_t bh, std::int64_t t, std::int64_t first, std::int64_t n, T* z) const {
+    constexpr std::int64_t kBlocks = (kKeyTile + 3 + 4 * kPhiloxBlock - 1) / (4 * kPhiloxBlock);
+    alignas(64) std::uint32_t words[kBlocks * 4 * kPhiloxBlock];
     const std::uint64_t base =
         philox::attention_dropout_index(bh, t, first, args.queries, args.keys);
-    for (std::int64_t c = 0; c < n;) {
-      const std::uint64_t index = base + static_cast<std::uint64_t>(c);
-      const philox::Words w = philox::draw(args.seed, args.offset + index / 4);
-      for (std::uint64_t word = index % 4; word < 4 && c < n; ++word, ++c)
-        z[c] = philox::dropout_keep(w.w[word], threshold) ? keep : T(0);
-    }
+    const std::int64_t skip = static_cast<std::int64_t>(base % 4);  // words before element 0
+    for (std::int64_t w = 0; w < skip + n; w += 4 * kPhiloxBlock)
+      philox_block(args.seed, args.offset + base / 4 + static_cast<std::uint64_t>(w / 4),
+                   words + w);
+    const std::uint32_t* row = words + skip;
+    const std::uint32_t limit = threshold;
+    const T kept = keep;
+#pragma omp simd
+    for (std::int64_t c = 0; c < n; ++c) z[c] = philox::dropout_keep(row[c], limit) ? kept : T(0);
   }
 };
 
