@@ -19,9 +19,10 @@ using namespace kiln::testing;
 namespace {
 
 // Float32 against the composed float32 path: both round their products and sums differently
-// (tiles, a running max and sum, float32 row statistics), by a few ulps of the largest terms.
+// (tiles, a running max and sum, float32 row statistics), by a few ulps of the largest terms:
+// at most 1.3e-6 apart on values up to 5 in these cases (inputs in [-2, 2)).
 constexpr double kF32Rtol = 1e-4;
-constexpr double kF32Atol = 2e-5;
+constexpr double kF32Atol = 3e-6;
 
 struct Config {
   std::int64_t batch, heads, kv, queries, keys, d;
