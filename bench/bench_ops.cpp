@@ -4,6 +4,7 @@
 //                                       each library alone: openblas, blis (when installed),
 //                                       eigen -- the step's GEMMs against every ceiling
 //   <kernel> rows cols threads GB/s     bytes read + written per second
+//   attention_tiled|materialized T ...  causal attention forward + backward: time, peak memory
 // First it prints the CPU, threads, compiler flags and GEMM source. --quick runs fewer
 // repetitions (under 30 s on a 2-core machine).
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "core/backend.h"
 #include "core/cpu/blas_library.h"
+#include "core/cpu/cpu_backend.h"
 #include "core/kiln.h"
 #include "core/ops/op_utils.h"
 
@@ -142,6 +144,48 @@ void bench_row_kernels(std::int64_t rows, std::int64_t cols, int threads, int re
   });
 }
 
+// Causal attention forward + backward, (B, T, 3 h d_head) float32 projections, as training
+// runs it: the tiled op (memory O(T)) against the materializing one (O(T^2): the scores and
+// probabilities, (B, h, T, T) each, and their gradient). Prints the median and the minimum of
+// the runs (the machine may be shared), and the peak of the CPU backend's tensor bytes during one
+// run beyond the input's. bench/sdpa_torch.py prints PyTorch's on the same shapes.
+void bench_attention(std::int64_t T, int threads, int repeats) {
+  constexpr std::int64_t B = 4, heads = 8, d = 64;
+  Generator gen(3);
+  const Tensor projected = uniform({B, T, 3 * heads * d}, -1, 1, {}, &gen).requires_grad_();
+  const Tensor grad = uniform({B, T, heads * d}, -1, 1, {}, &gen);
+  set_num_threads(threads);
+  for (bool materialize : {false, true}) {
+    const auto run = [&] {
+      Tensor probabilities;
+      causal_attention(projected, heads, heads, 0.0, true, nullptr,
+                       materialize ? &probabilities : nullptr)
+          .backward(grad);
+      projected.set_grad(Tensor());
+    };
+    std::vector<double> seconds;
+    run();  // warm-up
+    for (int r = 0; r < repeats; ++r) {
+      const auto start = Clock::now();
+      run();
+      seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    std::sort(seconds.begin(), seconds.end());
+    CpuBackend& cpu = cpu_backend();
+    cpu.reset_peak_bytes_in_use();
+    const std::size_t before = cpu.bytes_in_use();
+    run();
+    const double peak_mb = static_cast<double>(cpu.peak_bytes_in_use() - before) / (1 << 20);
+    std::printf(
+        "attention_%s T %lld B %lld heads %lld d %lld threads %d fwd+bwd median %.1f ms min "
+        "%.1f ms peak %.1f MB\n",
+        materialize ? "materialized" : "tiled", static_cast<long long>(T),
+        static_cast<long long>(B), static_cast<long long>(heads), static_cast<long long>(d),
+        threads, 1e3 * seconds[seconds.size() / 2], 1e3 * seconds.front(), peak_mb);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,7 +194,13 @@ int main(int argc, char** argv) {
   std::vector<int> thread_counts{1, 2};
   app.add_flag("--quick", quick, "fewer repetitions and shapes (under 30 s)");
   app.add_option("--threads", thread_counts, "thread counts to run (default: 1 2)");
+  std::vector<std::int64_t> attention_lengths{256, 1024, 4096};
+  app.add_option("--attention-seq-lens", attention_lengths,
+                 "T of the attention rows (default: 256 1024 4096; --quick: 256 1024)");
+  bool attention_only = false;
+  app.add_flag("--attention-only", attention_only, "only the attention rows");
   CLI11_PARSE(app, argc, argv);
+  if (quick && app.count("--attention-seq-lens") == 0) attention_lengths = {256, 1024};
   try {
     std::printf("%s\n", environment_summary().c_str());
     const int repeats = quick ? 3 : 7;
@@ -167,13 +217,16 @@ int main(int argc, char** argv) {
         {2048, 256, 1024, false, false, "FFN up, input gradient"},
         {2048, 768, 256, false, true, "QKV projection, forward"},
     };
-    for (int threads : thread_counts)
+    for (int threads : attention_only ? std::vector<int>{} : thread_counts)
       for (const GemmCase& g : gemms)
         if (!(quick && g.m == 2048 && g.n == 2048 && g.k == 2048)) bench_gemm(g, threads, repeats);
-    for (int threads : thread_counts) {
+    for (int threads : attention_only ? std::vector<int>{} : thread_counts) {
       bench_row_kernels(2048, 33278, threads, repeats);
       bench_row_kernels(2048, 256, threads, quick ? 20 : 50);
     }
+    for (int threads : thread_counts)
+      for (std::int64_t T : attention_lengths)
+        bench_attention(T, threads, T >= 4096 || quick ? 1 : 3);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_ops: %s\n", e.what());
     return 1;

@@ -92,6 +92,34 @@ struct SoftmaxArgs {
   std::int64_t query_len = 1, query_offset = 0;
 };
 
+// One attention operand, (B, heads, T, d) inside a larger buffer with each row of d contiguous:
+// element (b, i, t, c) is at data + b batch_stride + i head_stride + t row_stride + c (strides
+// in elements). A head of a fused QKV projection (B, T, W) has strides (T W, d, W); a
+// contiguous (B, heads, T, d) tensor has (heads T d, T d, d).
+struct HeadsArg {
+  void* data = nullptr;
+  std::int64_t batch_stride = 0, head_stride = 0, row_stride = 0;
+};
+
+// Causal attention computed tile by tile with an online softmax (core/ops/attention.h):
+//   S = scale Q K^T,  A = softmax(S) over the keys j <= t + (keys - queries) of query t (the
+//   queries are the last `queries` of the `keys` positions),  Y = (A * Z) V,
+// query head i reading kv head i kv_heads / heads, Z the dropout mask of philox::attention_keep
+// scaled by 1 / (1 - p) (none when dropout_p is 0). No (queries, keys) matrix is stored.
+// The largest head size the attention kernels take (the CUDA kernels keep tiles of it in
+// static shared memory); ops check it.
+constexpr std::int64_t kMaxAttentionHeadDim = 256;
+
+struct AttentionArgs {
+  DType dtype = DType::f32;
+  std::int64_t batch = 0, heads = 0, kv_heads = 0, queries = 0, keys = 0, d = 0;
+  double scale = 1.0;
+  double dropout_p = 0.0;
+  std::uint64_t seed = 0, offset = 0;
+  HeadsArg q, k, v;  // (B, heads, queries, d), (B, kv_heads, keys, d) twice
+  HeadsArg out;      // (B, heads, queries, d): Y
+};
+
 // Adam/AdamW on one contiguous parameter (update rule in optim/adam.h).
 struct AdamArgs {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
@@ -181,6 +209,16 @@ class Backend {
                                          void* logits, const std::int64_t* targets,
                                          std::int64_t ignore_index, void* loss, void* logsumexp,
                                          void* row_scale) = 0;
+
+  // ---- Attention (AttentionArgs above; d at most kMaxAttentionHeadDim)
+  // Writes out and logsumexp (B, heads, queries), L = m + log(l) of each query's row of S.
+  virtual void attention_forward(const AttentionArgs& args, void* logsumexp) = 0;
+  // dq, dk, dv (layouts of their own, shaped as q, k, v) from the forward's out and logsumexp
+  // and dout (laid out as out): every element of dq, dk and dv is written. Recomputes S and A
+  // tile by tile; a kv head's dk and dv sum its query heads in head order (no atomics).
+  virtual void attention_backward(const AttentionArgs& args, const void* logsumexp,
+                                  const HeadsArg& dout, const HeadsArg& dq, const HeadsArg& dk,
+                                  const HeadsArg& dv) = 0;
 
   // ---- Indexing
   // Index of the first id outside [0, limit), or -1 when all are valid.

@@ -80,4 +80,20 @@ KILN_HOST_DEVICE inline bool dropout_keep(std::uint32_t w, std::uint32_t thresho
   return (w >> 8) >= threshold;
 }
 
+// Attention dropout without the probabilities in memory: element (b, i, t, j) of the (B, h, T_q,
+// T_k) probabilities is element index = ((b h + i) T_q + t) T_k + j of a dropout draw from
+// (seed, offset), so its keep bit is a pure function of (seed, offset, batch, head, query, key),
+// and the same mask dropout() draws for the materialized probabilities. The tiled attention
+// kernels of both backends call this for each element they recompute.
+KILN_HOST_DEVICE inline std::uint64_t attention_dropout_index(std::int64_t batch_head,
+                                                              std::int64_t query, std::int64_t key,
+                                                              std::int64_t queries,
+                                                              std::int64_t keys) {
+  return (static_cast<std::uint64_t>(batch_head) * queries + query) * keys + key;
+}
+KILN_HOST_DEVICE inline bool attention_keep(std::uint64_t seed, std::uint64_t offset,
+                                            std::uint64_t index, std::uint32_t threshold) {
+  return dropout_keep(draw(seed, offset + index / 4).w[index % 4], threshold);
+}
+
 }  // namespace kiln::philox

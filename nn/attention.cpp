@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/ops/attention.h"
 #include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"
@@ -41,7 +42,8 @@ Tensor MultiHeadAttention::forward(const Tensor& x, KVCache* cache, Tensor* atte
 
   const Tensor projected = qkv->forward(x);  // (B, T, (h + 2 kv) d_head)
   if (cache == nullptr && !rope_) {
-    // Training and whole-sequence evaluation: one fused op reads Q, K, V in place.
+    // Training and whole-sequence evaluation: one fused op reads Q, K, V in place (and with
+    // `attention`, materializes A to return it).
     return out->forward(
         causal_attention(projected, heads, kv_heads, attn_dropout, is_training(), gen_, attention));
   }
@@ -76,8 +78,13 @@ Tensor MultiHeadAttention::forward(const Tensor& x, KVCache* cache, Tensor* atte
     K = cache->keys.narrow(2, 0, past + T);
     V = cache->values.narrow(2, 0, past + T);
   }
+  if (attention == nullptr && d_head <= kMaxAttentionHeadDim) {
+    // RoPE, or a decoding step over the cache: the tiled op over the rotated and cached heads.
+    return out->forward(causal_attention_heads(Q, K, V, attn_dropout, is_training(), gen_));
+  }
   const std::int64_t keys = K.size(2);
 
+  // The attention map is wanted (or d_head is beyond the tiled kernels): step by step, with A.
   Tensor Y;  // (B, kv, group T, d_head)
   {
     profile::Scope attention_region(profile::Family::attention);

@@ -8,6 +8,10 @@
 //   A = softmax(S) with a causal mask (position t sees positions <= t)
 //   Y = A V, heads concatenated to (B, T, d);   Z = Y W_O + b_O
 // kv_heads = h is multi-head attention, 1 is multi-query, between is grouped-query.
+// S and A are never stored: the attention itself is the tiled op of core/ops/attention.h
+// (causal_attention over the projection; causal_attention_heads after RoPE or over the KV
+// cache), so memory grows linearly with T. Asking for the attention weights A (attention maps)
+// takes the materializing path instead.
 #pragma once
 
 #include <memory>

@@ -17,6 +17,8 @@ class CpuBackend final : public Backend {
   void copy_to_host(void* dst, const void* src, std::size_t nbytes) override;
   std::size_t bytes_in_use() const override { return bytes_in_use_.load(); }
   std::size_t peak_bytes_in_use() const override { return peak_bytes_.load(); }
+  // Restarts the peak at the bytes in use now (benchmarks and tests measure one region's peak).
+  void reset_peak_bytes_in_use() { peak_bytes_.store(bytes_in_use_.load()); }
 
   void fill(const TensorArg& out, double value) override;
   void arange(const TensorArg& out, double start, double step) override;
@@ -53,6 +55,10 @@ class CpuBackend final : public Backend {
   void cross_entropy_forward_exp(DType dtype, std::int64_t rows, std::int64_t cols, void* logits,
                                  const std::int64_t* targets, std::int64_t ignore_index, void* loss,
                                  void* logsumexp, void* row_scale) override;
+
+  void attention_forward(const AttentionArgs& args, void* logsumexp) override;
+  void attention_backward(const AttentionArgs& args, const void* logsumexp, const HeadsArg& dout,
+                          const HeadsArg& dq, const HeadsArg& dk, const HeadsArg& dv) override;
 
   std::int64_t find_invalid_id(const std::int64_t* ids, std::int64_t n,
                                std::int64_t limit) override;

@@ -10,6 +10,7 @@
 #include "core/cpu/blas_library.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/parallel.h"
+#include "core/cpu/tile_gemm.h"
 #include "core/profiler.h"
 
 namespace kiln {
@@ -93,6 +94,36 @@ void gemm_typed(const GemmArgs& g) {
 }
 
 }  // namespace
+
+template <typename T>
+void tile_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+               const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+               std::int64_t ldc) {
+  if (const BlasLibrary* blas = gemm_library()) {
+    GemmArgs g;
+    g.trans_a = trans_a, g.trans_b = trans_b;
+    g.m = m, g.n = n, g.k = k;
+    g.lda = lda, g.ldb = ldb, g.ldc = ldc;
+    g.alpha = alpha, g.beta = beta;
+    blas_one<T>(*blas, g, a, b, c);
+    return;
+  }
+  if (!trans_a && !trans_b)
+    gemm_one<T, RowMajor<T>, RowMajor<T>>(a, lda, b, ldb, c, ldc, m, n, k, alpha, beta);
+  if (!trans_a && trans_b)
+    gemm_one<T, RowMajor<T>, ColMajor<T>>(a, lda, b, ldb, c, ldc, m, n, k, alpha, beta);
+  if (trans_a && !trans_b)
+    gemm_one<T, ColMajor<T>, RowMajor<T>>(a, lda, b, ldb, c, ldc, m, n, k, alpha, beta);
+  if (trans_a && trans_b)
+    gemm_one<T, ColMajor<T>, ColMajor<T>>(a, lda, b, ldb, c, ldc, m, n, k, alpha, beta);
+}
+
+template void tile_gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float,
+                               const float*, std::int64_t, const float*, std::int64_t, float,
+                               float*, std::int64_t);
+template void tile_gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double,
+                                const double*, std::int64_t, const double*, std::int64_t, double,
+                                double*, std::int64_t);
 
 void CpuBackend::gemm(const GemmArgs& args) {
   const bool timed = profile::enabled();

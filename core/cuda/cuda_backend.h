@@ -91,6 +91,10 @@ class CudaBackend final : public Backend {
                               const void* logsumexp, const void* grad_loss, double scale,
                               void* dlogits) override;
 
+  void attention_forward(const AttentionArgs& args, void* logsumexp) override;
+  void attention_backward(const AttentionArgs& args, const void* logsumexp, const HeadsArg& dout,
+                          const HeadsArg& dq, const HeadsArg& dk, const HeadsArg& dv) override;
+
   std::int64_t find_invalid_id(const std::int64_t* ids, std::int64_t n,
                                std::int64_t limit) override;
   void gather_rows(DType dtype, const void* table, std::int64_t cols, const std::int64_t* ids,

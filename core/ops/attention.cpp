@@ -1,8 +1,10 @@
 #include "core/ops/attention.h"
 
 #include <cmath>
+#include <string_view>
 
 #include "core/autograd.h"
+#include "core/ops/attention_materialized.h"
 #include "core/ops/factories.h"
 #include "core/ops/op_utils.h"
 #include "core/profiler.h"
@@ -11,61 +13,62 @@ namespace kiln {
 
 namespace {
 
-// One (T x cols) matrix per batch element inside a larger buffer: its first element (in
-// elements from the buffer's start), leading dimension and stride between batch elements.
-struct HeadMatrix {
-  std::int64_t offset, ld, batch_stride;
-};
-
-// Where each head's matrices live in the projection (B, T, width), the probabilities
-// (B, heads, T, T) and the output (B, T, heads d).
-struct Geometry {
-  std::int64_t batch, time, heads, kv_heads, d;
-
-  std::int64_t width() const { return (heads + 2 * kv_heads) * d; }
-  std::int64_t kv_of(std::int64_t head) const { return head * kv_heads / heads; }
-  bool first_of_group(std::int64_t head) const {
-    return head == 0 || kv_of(head - 1) != kv_of(head);
-  }
-  HeadMatrix projected(std::int64_t column_block) const {
-    return {column_block * d, width(), time * width()};
-  }
-  HeadMatrix query(std::int64_t head) const { return projected(head); }
-  HeadMatrix key(std::int64_t kv) const { return projected(heads + kv); }
-  HeadMatrix value(std::int64_t kv) const { return projected(heads + kv_heads + kv); }
-  HeadMatrix scores(std::int64_t head) const {
-    return {head * time * time, time, heads * time * time};
-  }
-  HeadMatrix output(std::int64_t head) const { return {head * d, heads * d, time * heads * d}; }
-};
-
-// C_b = alpha op(A_b) op(B_b) + beta C_b for every batch element b, as one strided-batched GEMM.
-void head_gemm(const Geometry& geo, std::int64_t m, std::int64_t n, std::int64_t k, const Tensor& a,
-               HeadMatrix ma, bool trans_a, const Tensor& b, HeadMatrix mb, bool trans_b,
-               const Tensor& c, HeadMatrix mc, double alpha, double beta) {
-  const std::size_t element = dtype_size(c.dtype());
-  GemmArgs g;
-  g.dtype = c.dtype();
-  g.m = m, g.n = n, g.k = k;
-  g.a = static_cast<const char*>(a.raw_data()) + ma.offset * element;
-  g.lda = ma.ld, g.trans_a = trans_a, g.stride_a = ma.batch_stride;
-  g.b = static_cast<const char*>(b.raw_data()) + mb.offset * element;
-  g.ldb = mb.ld, g.trans_b = trans_b, g.stride_b = mb.batch_stride;
-  g.c = static_cast<char*>(c.raw_data()) + mc.offset * element;
-  g.ldc = mc.ld, g.stride_c = mc.batch_stride;
-  g.alpha = alpha, g.beta = beta;
-  g.batch = geo.batch;
-  backend_of(c).gemm(g);
+// The heads of a 4-D (B, heads, T, d) tensor whose rows are contiguous.
+HeadsArg heads_of(const Tensor& t) {
+  return {t.raw_data(), t.strides()[0], t.strides()[1], t.strides()[2]};
 }
 
-SoftmaxArgs causal_rows(const Geometry& geo, DType dtype) {
-  SoftmaxArgs args;
-  args.dtype = dtype;
-  args.rows = geo.batch * geo.heads * geo.time;
-  args.cols = geo.time;
-  args.causal = true;
-  args.query_len = geo.time;
-  return args;
+// Head block `first` (of d columns) of a (B, T, width) buffer: heads first, first + 1, ...
+HeadsArg block_of(const Tensor& t, std::int64_t first, std::int64_t d) {
+  const std::int64_t T = t.size(1), width = t.size(2);
+  return {static_cast<char*>(t.raw_data()) + first * d * dtype_size(t.dtype()), T * width, d,
+          width};
+}
+
+// The output (B, T_q, heads d): heads concatenated.
+HeadsArg concatenated(const Tensor& out, std::int64_t d) { return block_of(out, 0, d); }
+
+void check_dropout(std::string_view op, double p) {
+  KILN_CHECK(p >= 0.0 && p < 1.0, "{}: dropout probability must be in [0, 1), got {}", op, p);
+}
+
+// The shape-only part of the kernels' arguments; dropout counters reserved from the generator
+// when it applies: one per four of the B h T_q T_k probabilities, as dropout() reserves them.
+AttentionArgs shape_args(std::string_view op, DType dtype, std::int64_t batch, std::int64_t heads,
+                         std::int64_t kv_heads, std::int64_t queries, std::int64_t keys,
+                         std::int64_t d, double dropout_p, bool training, Generator* gen) {
+  AttentionArgs a;
+  a.dtype = dtype;
+  a.batch = batch, a.heads = heads, a.kv_heads = kv_heads;
+  a.queries = queries, a.keys = keys, a.d = d;
+  a.scale = 1.0 / std::sqrt(static_cast<double>(d));
+  if (training && dropout_p > 0.0) {
+    std::int64_t probabilities = 0;
+    KILN_CHECK(!__builtin_mul_overflow(batch * heads, queries, &probabilities) &&
+                   !__builtin_mul_overflow(probabilities, keys, &probabilities),
+               "{}: {} x {} x {} x {} attention probabilities overflow the dropout counters", op,
+               batch, heads, queries, keys);
+    Generator& g = gen != nullptr ? *gen : default_generator();
+    a.dropout_p = dropout_p;
+    a.seed = g.seed();
+    a.offset = g.reserve((static_cast<std::uint64_t>(probabilities) + 3) / 4);
+  }
+  return a;
+}
+
+// An empty output whose inputs get zero gradients (no kernels run on empty buffers). `op` is a
+// string literal (autograd keeps the view).
+Tensor empty_attention(std::string_view op, const Shape& out_shape,
+                       const std::vector<Tensor>& inputs) {
+  Tensor out = empty(out_shape, {inputs[0].dtype(), inputs[0].device()});
+  std::vector<Shape> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.shape());
+  record(op, out, inputs, {}, [shapes](const Tensor& grad, const Saved&) {
+    Grads grads;
+    for (const Shape& shape : shapes) grads.push_back(zeros(shape, {grad.dtype(), grad.device()}));
+    return grads;
+  });
+  return out;
 }
 
 }  // namespace
@@ -82,85 +85,94 @@ Tensor causal_attention(const Tensor& projected, std::int64_t heads, std::int64_
              "causal_attention: projected must be (B, T, (heads + 2 kv_heads) d_head) with {} "
              "heads and {} kv heads, got shape {}",
              heads, kv_heads, projected.shape());
-  KILN_CHECK(dropout_p >= 0.0 && dropout_p < 1.0,
-             "causal_attention: dropout probability must be in [0, 1), got {}", dropout_p);
-  const Geometry geo{projected.size(0), projected.size(1), heads, kv_heads,
-                     projected.size(2) / (heads + 2 * kv_heads)};
-  const TensorOptions options{projected.dtype(), projected.device()};
+  check_dropout("causal_attention", dropout_p);
+  const std::int64_t B = projected.size(0), T = projected.size(1);
+  const std::int64_t d = projected.size(2) / (heads + 2 * kv_heads);
+  if (probabilities != nullptr || d > kMaxAttentionHeadDim)
+    return materialized_causal_attention(projected, heads, kv_heads, dropout_p, training, gen,
+                                         probabilities);
+  if (B * T == 0) return empty_attention("causal_attention", {B, T, heads * d}, {projected});
+
   const Tensor qkv = projected.contiguous().detach();
-  const double scale = 1.0 / std::sqrt(static_cast<double>(geo.d));
-  const std::int64_t T = geo.time;
-  Backend& backend = backend_of(projected);
+  Tensor out = empty({B, T, heads * d}, {projected.dtype(), projected.device()});
+  Tensor logsumexp = empty({B, heads, T}, {projected.dtype(), projected.device()});
+  AttentionArgs args = shape_args("causal_attention", projected.dtype(), B, heads, kv_heads, T, T,
+                                  d, dropout_p, training, gen);
+  args.q = block_of(qkv, 0, d);
+  args.k = block_of(qkv, heads, d);
+  args.v = block_of(qkv, heads + kv_heads, d);
+  args.out = concatenated(out, d);
+  backend_of(projected).attention_forward(args, logsumexp.raw_data());
 
-  // S_i = Q_i K_g^T / sqrt(d), then A = causal softmax(S) in place.
-  Tensor probs = empty({geo.batch, heads, T, T}, options);
-  Tensor out = empty({geo.batch, T, heads * geo.d}, options);
-  if (out.numel() == 0) {  // no GEMMs on empty buffers; the gradient is all zeros
-    if (probabilities != nullptr) *probabilities = probs;
-    record("causal_attention", out, {projected}, {},
-           [shape = qkv.shape()](const Tensor& grad, const Saved&) {
-             return Grads{zeros(shape, {grad.dtype(), grad.device()})};
-           });
-    return out;
-  }
-  for (std::int64_t i = 0; i < heads; ++i)
-    head_gemm(geo, T, T, geo.d, qkv, geo.query(i), false, qkv, geo.key(geo.kv_of(i)), true, probs,
-              geo.scores(i), scale, 0.0);
-  const SoftmaxArgs rows = causal_rows(geo, projected.dtype());
-  backend.softmax_forward(rows, probs.raw_data(), probs.raw_data());
-  if (probabilities != nullptr) *probabilities = probs;
-
-  // A' = A * D (the same mask, from the same counters, as dropout(A)).
-  Tensor mask, dropped = probs;
-  if (training && dropout_p > 0.0) {
-    Generator& g = gen != nullptr ? *gen : default_generator();
-    mask = empty(probs.shape(), options);
-    const std::uint64_t offset = g.reserve((probs.numel() + 3) / 4);
-    backend.dropout_mask(probs.dtype(), mask.raw_data(), probs.numel(), dropout_p, g.seed(),
-                         offset);
-    dropped = empty(probs.shape(), options);
-    backend.binary(BinaryOp::mul, arg_of(dropped), arg_of(probs), arg_of(mask));
-  }
-
-  // Y_i = A'_i V_g, written into its columns of the concatenation.
-  for (std::int64_t i = 0; i < heads; ++i)
-    head_gemm(geo, T, geo.d, T, dropped, geo.scores(i), false, qkv, geo.value(geo.kv_of(i)), false,
-              out, geo.output(i), 1.0, 0.0);
-
-  record("causal_attention", out, {projected}, {qkv, probs, mask, dropped},
-         [geo, scale, rows](const Tensor& grad, const Saved& s) {
+  record("causal_attention", out, {projected}, {qkv, out, logsumexp},
+         [args](const Tensor& grad, const Saved& s) {
            const Tensor& qkv = s[0];
-           const Tensor& probs = s[1];
-           const Tensor& mask = s[2];
-           const Tensor& dropped = s[3];
            const Tensor dy = grad.contiguous();
-           const TensorOptions options{grad.dtype(), grad.device()};
-           const std::int64_t T = geo.time;
-           Backend& backend = backend_of(grad);
-           Tensor dqkv = empty(qkv.shape(), options);
-           Tensor dscores = empty(probs.shape(), options);
-           // dV_g = sum_i A'_i^T dY_i (the group's first head overwrites, the rest add in head
-           // order); dA'_i = dY_i V_g^T.
-           for (std::int64_t i = 0; i < geo.heads; ++i) {
-             const std::int64_t g = geo.kv_of(i);
-             head_gemm(geo, T, geo.d, T, dropped, geo.scores(i), true, dy, geo.output(i), false,
-                       dqkv, geo.value(g), 1.0, geo.first_of_group(i) ? 0.0 : 1.0);
-             head_gemm(geo, T, T, geo.d, dy, geo.output(i), false, qkv, geo.value(g), true, dscores,
-                       geo.scores(i), 1.0, 0.0);
-           }
-           if (mask.defined())
-             backend.binary(BinaryOp::mul, arg_of(dscores), arg_of(dscores), arg_of(mask));
-           // dS = A * (dA - rowsum(dA * A)), in place; masked keys get 0.
-           backend.softmax_backward(rows, probs.raw_data(), dscores.raw_data(), dscores.raw_data());
-           // dQ_i = dS_i K_g / sqrt(d), dK_g = sum_i dS_i^T Q_i / sqrt(d).
-           for (std::int64_t i = 0; i < geo.heads; ++i) {
-             const std::int64_t g = geo.kv_of(i);
-             head_gemm(geo, T, geo.d, T, dscores, geo.scores(i), false, qkv, geo.key(g), false,
-                       dqkv, geo.query(i), scale, 0.0);
-             head_gemm(geo, T, geo.d, T, dscores, geo.scores(i), true, qkv, geo.query(i), false,
-                       dqkv, geo.key(g), scale, geo.first_of_group(i) ? 0.0 : 1.0);
-           }
+           Tensor dqkv = empty(qkv.shape(), {grad.dtype(), grad.device()});
+           AttentionArgs a = args;
+           a.q = block_of(qkv, 0, a.d);
+           a.k = block_of(qkv, a.heads, a.d);
+           a.v = block_of(qkv, a.heads + a.kv_heads, a.d);
+           a.out = concatenated(s[1], a.d);
+           // dQ, dK, dV land in the Q, K and V columns of one gradient.
+           backend_of(grad).attention_backward(a, s[2].raw_data(), concatenated(dy, a.d),
+                                               block_of(dqkv, 0, a.d), block_of(dqkv, a.heads, a.d),
+                                               block_of(dqkv, a.heads + a.kv_heads, a.d));
            return Grads{dqkv};
+         });
+  return out;
+}
+
+Tensor causal_attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p,
+                              bool training, Generator* gen) {
+  profile::Scope scope(profile::Family::attention);
+  for (const Tensor* t : {&q, &k, &v}) {
+    check_defined("causal_attention_heads", *t);
+    check_floating("causal_attention_heads", *t);
+  }
+  check_same_dtype_device("causal_attention_heads", q, k);
+  check_same_dtype_device("causal_attention_heads", q, v);
+  KILN_CHECK(
+      q.dim() == 4 && k.dim() == 4 && k.shape() == v.shape() && q.size(0) == k.size(0) &&
+          q.size(3) == k.size(3) && k.size(1) > 0 && q.size(1) % k.size(1) == 0 &&
+          q.size(2) <= k.size(2),
+      "causal_attention_heads: expected q (B, heads, T_q, d_head) and k, v (B, kv_heads, T_k, "
+      "d_head) with kv_heads dividing heads and T_k >= T_q, got shapes {}, {} and {}",
+      q.shape(), k.shape(), v.shape());
+  KILN_CHECK(q.size(3) <= kMaxAttentionHeadDim,
+             "causal_attention_heads: d_head {} exceeds the tiled kernels' limit of {}", q.size(3),
+             kMaxAttentionHeadDim);
+  check_dropout("causal_attention_heads", dropout_p);
+  const std::int64_t B = q.size(0), heads = q.size(1), kv_heads = k.size(1);
+  const std::int64_t queries = q.size(2), keys = k.size(2), d = q.size(3);
+  if (B * heads * queries * d == 0)
+    return empty_attention("causal_attention_heads", {B, queries, heads * d}, {q, k, v});
+
+  // The kernels read rows of d contiguous elements; any other strides are taken as they are.
+  const auto rows_contiguous = [](const Tensor& t) {
+    return (t.strides()[3] == 1 ? t : t.contiguous()).detach();
+  };
+  const Tensor qr = rows_contiguous(q), kr = rows_contiguous(k), vr = rows_contiguous(v);
+  Tensor out = empty({B, queries, heads * d}, {q.dtype(), q.device()});
+  Tensor logsumexp = empty({B, heads, queries}, {q.dtype(), q.device()});
+  AttentionArgs args = shape_args("causal_attention_heads", q.dtype(), B, heads, kv_heads, queries,
+                                  keys, d, dropout_p, training, gen);
+  args.q = heads_of(qr), args.k = heads_of(kr), args.v = heads_of(vr);
+  args.out = concatenated(out, d);
+  backend_of(q).attention_forward(args, logsumexp.raw_data());
+
+  record("causal_attention_heads", out, {q, k, v}, {qr, kr, vr, out, logsumexp},
+         [args](const Tensor& grad, const Saved& s) {
+           const TensorOptions options{grad.dtype(), grad.device()};
+           const Tensor dy = grad.contiguous();
+           Tensor dq = empty(s[0].shape(), options), dk = empty(s[1].shape(), options),
+                  dv = empty(s[2].shape(), options);
+           AttentionArgs a = args;
+           a.q = heads_of(s[0]), a.k = heads_of(s[1]), a.v = heads_of(s[2]);
+           a.out = concatenated(s[3], a.d);
+           backend_of(grad).attention_backward(a, s[4].raw_data(), concatenated(dy, a.d),
+                                               heads_of(dq), heads_of(dk), heads_of(dv));
+           return Grads{dq, dk, dv};
          });
   return out;
 }

@@ -227,7 +227,39 @@ const bool attention_rows = [] {
                    return Inputs{u({3, 4, 8}, d, g)};
                  },
                  {},
-                 attention(2, 1, 0.3)}},
+                 attention(2, 1, 0.3)},
+                // The tiled kernels at odd sizes: one query, sizes that are not multiples of a
+                // tile and sequences of several query and key tiles, d_head 8 and 24.
+                {"t1_d8",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({2, 1, 32}, d, g)};
+                 },
+                 {},
+                 attention(2, 1, 0.0)},
+                {"t7_d24_gqa",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({2, 7, 192}, d, g)};
+                 },
+                 {},
+                 attention(4, 2, 0.0)},
+                {"t33_d8_mqa_dropout",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({2, 33, 32}, d, g)};
+                 },
+                 {},
+                 attention(2, 1, 0.3)},
+                {"t130_d24_dropout",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({1, 130, 96}, d, g)};
+                 },
+                 {},
+                 attention(2, 1, 0.2)},
+                {"t130_d8",
+                 [](DType d, Generator& g) {
+                   return Inputs{u({1, 130, 48}, d, g)};
+                 },
+                 {},
+                 attention(2, 2, 0.0)}},
                {{"kv heads not dividing heads",
                  [] {
                    causal_attention(ones({1, 2, 15}), 3, 2);
@@ -247,6 +279,62 @@ const bool attention_rows = [] {
                 {"int64 input", [] {
                    causal_attention(zeros({1, 2, 12}, {.dtype = DType::i64}), 2, 2);
                  }}}});
+  // q (B, heads, T_q, d), k and v (B, kv_heads, T_k, d): the RoPE and KV-cache path, where the
+  // queries are the last T_q of T_k positions.
+  const auto heads_attention = [](double p) {
+    return [=](const Inputs& x) {
+      Generator gen(8);
+      return causal_attention_heads(x[0], x[1], x[2], p, p > 0, &gen);
+    };
+  };
+  const auto qkv = [](std::int64_t B, std::int64_t heads, std::int64_t kv, std::int64_t queries,
+                      std::int64_t keys, std::int64_t dh) {
+    return [=](DType d, Generator& g) {
+      return Inputs{u({B, heads, queries, dh}, d, g), u({B, kv, keys, dh}, d, g),
+                    u({B, kv, keys, dh}, d, g)};
+    };
+  };
+  register_op(
+      {"causal_attention_heads",
+       heads_attention(0.0),
+       {{"square_t7_d8", qkv(2, 2, 2, 7, 7, 8)},
+        {"cache_t3_of_9_gqa", qkv(2, 4, 2, 3, 9, 8)},
+        {"decode_t1_of_33_d24_mqa", qkv(2, 2, 1, 1, 33, 24)},
+        {"t130_of_131_d8_dropout", qkv(1, 2, 1, 130, 131, 8), {}, heads_attention(0.25)},
+        {"transposed_q",
+         [](DType d, Generator& g) {
+           return Inputs{u({2, 5, 2, 8}, d, g).transpose(1, 2), u({2, 1, 5, 8}, d, g),
+                         u({2, 1, 5, 8}, d, g)};
+         }}},
+       {{"more queries than keys",
+         [] {
+           causal_attention_heads(ones({1, 2, 5, 4}), ones({1, 2, 4, 4}), ones({1, 2, 4, 4}));
+         }},
+        {"kv heads not dividing heads",
+         [] {
+           causal_attention_heads(ones({1, 3, 2, 4}), ones({1, 2, 2, 4}), ones({1, 2, 2, 4}));
+         }},
+        {"k and v shapes differ",
+         [] {
+           causal_attention_heads(ones({1, 2, 2, 4}), ones({1, 2, 3, 4}), ones({1, 2, 2, 4}));
+         }},
+        {"3-D q",
+         [] {
+           causal_attention_heads(ones({2, 2, 4}), ones({1, 2, 2, 4}), ones({1, 2, 2, 4}));
+         }},
+        {"d_head above the limit",
+         [] {
+           causal_attention_heads(ones({1, 1, 1, 257}), ones({1, 1, 1, 257}), ones({1, 1, 1, 257}));
+         }},
+        {"mixed dtypes",
+         [] {
+           causal_attention_heads(ones({1, 2, 2, 4}), ones({1, 2, 2, 4}),
+                                  ones({1, 2, 2, 4}, {.dtype = DType::f64}));
+         }},
+        {"dropout p = 1", [] {
+           causal_attention_heads(ones({1, 2, 2, 4}), ones({1, 2, 2, 4}), ones({1, 2, 2, 4}), 1.0,
+                                  true);
+         }}}});
   return true;
 }();
 

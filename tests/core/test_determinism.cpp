@@ -82,6 +82,20 @@ TEST_CASE("causal_attention is bit-identical for 1, 2 and 3 threads", "[determin
         return causal_attention(in[0], 4, 2, 0.1, true, &gen);
       },
       {big({16, 24, 8 * 8}, 9)});
+  // Several query and key tiles, GQA (the per-query-head dK and dV summed over each group).
+  require_thread_independent(
+      [](const auto& in) {
+        Generator gen(4);
+        return causal_attention(in[0], 4, 2, 0.1, true, &gen);
+      },
+      {big({3, 200, 8 * 16}, 10)});
+  // Queries at the end of a longer key sequence (a KV cache), MQA.
+  require_thread_independent(
+      [](const auto& in) {
+        Generator gen(5);
+        return causal_attention_heads(in[0], in[1], in[2], 0.2, true, &gen);
+      },
+      {big({2, 3, 70, 24}, 11), big({2, 1, 300, 24}, 12), big({2, 1, 300, 24}, 13)});
 }
 
 TEST_CASE("embedding backward with repeated ids is bit-identical for 1, 2 and 3 threads",

@@ -147,6 +147,56 @@ TEST_CASE("fused attention equals the per-head formula", "[nn][attention]") {
   }
 }
 
+TEST_CASE("MultiHeadAttention's tiled paths equal its step-by-step path with attention weights",
+          "[nn][attention]") {
+  // Without `attention` the projection, RoPE and KV-cache paths run the tiled kernels; with it,
+  // the materializing causal_attention (no RoPE, no cache) or the composed matmul /
+  // causal_softmax / dropout path, which return A. Same weights, same dropout stream: the same
+  // function, to float64 rounding.
+  struct Case {
+    std::int64_t heads, kv;
+    bool rope;
+    double p;
+  };
+  for (const Case c : {Case{2, 2, true, 0.0}, Case{4, 2, true, 0.3}, Case{4, 1, false, 0.2}}) {
+    INFO("heads " << c.heads << " kv " << c.kv << " rope " << c.rope << " dropout " << c.p);
+    auto rope = c.rope ? std::make_shared<RotaryEmbedding>(16 / c.heads, 80) : nullptr;
+    Generator gen(30);
+    MultiHeadAttention m(16, c.heads, c.kv, c.p, rope, &gen);
+    m.to(DType::f64);
+    if (rope) rope->to(DType::f64);
+    const Tensor x = random_f64({2, 70, 16}, 31);
+    {
+      m.train();
+      const auto run = [&](bool with_weights) {
+        gen.set_state(30, 0);
+        m.zero_grad();
+        const Tensor leaf = x.detach().requires_grad_();
+        Tensor weights;
+        const Tensor z = m.forward(leaf, nullptr, with_weights ? &weights : nullptr);
+        z.backward(random_f64(z.shape(), 32));
+        return std::vector<Tensor>{z.detach(), leaf.grad(), m.qkv->weight.grad()};
+      };
+      const std::vector<Tensor> tiled = run(false), composed = run(true);
+      for (std::size_t i = 0; i < tiled.size(); ++i)
+        REQUIRE_NEAR(tiled[i], composed[i], 1e-10, 1e-13);
+    }
+    // Decoding: a prefix of 40 positions, then one position at a time, against the cache.
+    m.eval();
+    NoGradGuard no_grad;
+    KVCache tiled_cache, composed_cache;
+    for (std::int64_t t = 0; t < 70; t = t == 0 ? 40 : t + 1) {
+      const std::int64_t n = t == 0 ? 40 : 1;
+      const Tensor step = x.narrow(1, t, n);
+      Tensor weights;
+      const Tensor tiled = m.forward(step, &tiled_cache, nullptr, 70);
+      const Tensor composed = m.forward(step, &composed_cache, &weights, 70);
+      REQUIRE(weights.shape() == Shape{2, c.heads, n, t + n});
+      REQUIRE_NEAR(tiled, composed, 1e-10, 1e-13);
+    }
+  }
+}
+
 TEST_CASE("GQA equals MHA whose key and value heads are repeated per group", "[nn][attention]") {
   MultiHeadAttention gqa(8, 4, 2), mha(8, 4, 4);
   gqa.to(DType::f64);
