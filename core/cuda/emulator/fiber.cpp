@@ -124,7 +124,7 @@ bool is_fiber_stack_guard(std::uintptr_t address) {
 void prepare_context(Context& context, FiberStack& stack, void (*entry)(void*), void* arg) {
   context.stack_bottom = stack.bottom();
   context.stack_size = stack.size();
-  context.fake_stack = nullptr;
+  context.fake_stack = stack.fake_stack;
 #if defined(__x86_64__)
   // The frame kiln_emulator_switch pops, from the stack pointer up: r15, r14, r13 = entry,
   // r12 = arg, rbx, rbp = 0 (the end of the frame chain), and the return address
@@ -152,12 +152,9 @@ void prepare_context(Context& context, FiberStack& stack, void (*entry)(void*), 
 #endif
 }
 
-void switch_context(Context& from, Context& to, bool from_ends) {
+KILN_EMULATOR_NO_ASAN void switch_context(Context& from, Context& to) {
 #if defined(KILN_EMULATOR_ASAN)
-  __sanitizer_start_switch_fiber(from_ends ? nullptr : &from.fake_stack, to.stack_bottom,
-                                 to.stack_size);
-#else
-  (void)from_ends;
+  __sanitizer_start_switch_fiber(&from.fake_stack, to.stack_bottom, to.stack_size);
 #endif
 #if defined(__x86_64__)
   kiln_emulator_switch(&from.sp, to.sp);
@@ -169,10 +166,11 @@ void switch_context(Context& from, Context& to, bool from_ends) {
 #endif
 }
 
-void fiber_started(Context& from) {
+void fiber_started(Context& self, Context& from) {
 #if defined(KILN_EMULATOR_ASAN)
-  __sanitizer_finish_switch_fiber(nullptr, &from.stack_bottom, &from.stack_size);
+  __sanitizer_finish_switch_fiber(self.fake_stack, &from.stack_bottom, &from.stack_size);
 #else
+  (void)self;
   (void)from;
 #endif
 }

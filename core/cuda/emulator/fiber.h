@@ -11,6 +11,9 @@
 #include <ucontext.h>
 #endif
 
+// For a fiber's entry function, whose frame is never left (see prepare_context).
+#define KILN_EMULATOR_NO_ASAN __attribute__((no_sanitize("address")))
+
 namespace kiln::emulator {
 
 // A fiber's stack: mmap'd on demand, its lowest page a guard page that stops an overflow.
@@ -24,6 +27,10 @@ class FiberStack {
   void* bottom() const { return usable_; }    // the lowest usable address
   std::size_t size() const { return size_; }  // usable bytes
   static std::size_t usable_size();
+
+  // Under AddressSanitizer: the fake stack (for use-after-return checks) of the last fiber that
+  // ran here, handed to the next one: making one for every fiber costs an mmap and a munmap.
+  void* fake_stack = nullptr;
 
  private:
   void* mapping_ = nullptr;
@@ -45,16 +52,16 @@ struct Context {
 };
 
 // Makes `context` start entry(arg) on `stack` when it is first switched to. entry must not
-// return: it ends with a last switch_context(..., true).
+// return, and must not be instrumented by AddressSanitizer (KILN_EMULATOR_NO_ASAN): it ends with
+// a last switch_context, after which its stack and fake stack serve the next fiber.
 void prepare_context(Context& context, FiberStack& stack, void (*entry)(void*), void* arg);
 
 // Saves what runs now in `from` and runs `to`; returns when something switches back to `from`.
-// `from_ends`: `from` will never run again.
-void switch_context(Context& from, Context& to, bool from_ends = false);
+void switch_context(Context& from, Context& to);
 
-// The first call of a fiber's entry: finishes the switch that started it, and learns the stack
-// of `from` (the scheduler) for the switches back.
-void fiber_started(Context& from);
+// The first call of a fiber's entry (`self`): finishes the switch that started it, and learns
+// the stack of `from` (the scheduler) for the switches back.
+void fiber_started(Context& self, Context& from);
 
 // True when address lies in the guard page of a fiber stack (a kernel thread's stack overflow).
 bool is_fiber_stack_guard(std::uintptr_t address);

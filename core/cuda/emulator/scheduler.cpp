@@ -126,10 +126,10 @@ std::string waiting_text(const Thread& t) {
   fatal(fmt::format("{}: {}", launch_text(r), what));
 }
 
-void thread_main(void* arg) {
+KILN_EMULATOR_NO_ASAN void thread_main(void* arg) {
   Run& r = *current;
   Thread& t = *static_cast<Thread*>(arg);
-  fiber_started(r.scheduler);
+  fiber_started(t.context, r.scheduler);
   try {
     r.body.run(r.body.context);
   } catch (const std::exception& e) {
@@ -138,7 +138,7 @@ void thread_main(void* arg) {
     stop(r, fmt::format("{} threw an exception", thread_text(r, r.running)));
   }
   t.state = State::done;
-  switch_context(t.context, r.scheduler, true);
+  switch_context(t.context, r.scheduler);
   __builtin_unreachable();
 }
 
@@ -160,6 +160,7 @@ void resume(Run& r, int i) {
   r.running = -1;
   if (t.state == State::done) {
     ++r.done;
+    t.stack->fake_stack = t.context.fake_stack;
     free_stacks.push_back(std::move(t.stack));
   }
 }
@@ -170,9 +171,29 @@ void suspend(Run& r) {
   switch_context(t.context, r.scheduler);
 }
 
+// The error paths of the functions every barrier and shuffle calls, kept out of line: their
+// strings would make those functions allocate a stack frame (a fake one under ASan) every call.
+[[noreturn, gnu::noinline]] void outside_kernel(const char* what) {
+  fatal(fmt::format("{} called outside a kernel", what));
+}
+
+[[noreturn, gnu::noinline]] void bad_warp_op(const Run& r, WarpOp op, unsigned mask, int width,
+                                             const std::source_location& where) {
+  const int i = r.running, warp = i / kWarpSize;
+  const int lanes_here = std::min(kWarpSize, r.thread_count - warp * kWarpSize);
+  const std::string call =
+      fmt::format("{} calls {} at {}", thread_text(r, i), op_name(op), site(where));
+  if (!(mask >> (i % kWarpSize) & 1u))
+    stop(r, fmt::format("{} with mask {:#010x}, which leaves out its own lane", call, mask));
+  if (lanes_here < kWarpSize && (mask >> lanes_here) != 0)
+    stop(r, fmt::format("{} with mask {:#010x}, which names lanes its warp of {} does not have",
+                        call, mask, lanes_here));
+  stop(r, fmt::format("{} with width {}, not a power of 2 up to 32", call, width));
+}
+
 Run& running_kernel(const char* what) {
-  if (current == nullptr || current->running < 0)
-    fatal(fmt::format("{} called outside a kernel", what));
+  if (current == nullptr || current->running < 0) [[unlikely]]
+    outside_kernel(what);
   return *current;
 }
 
@@ -409,17 +430,10 @@ std::uint64_t warp_op(WarpOp op, unsigned mask, std::uint64_t value, int arg, in
   Run& r = running_kernel(op_name(op));
   const int i = r.running;
   const int lane = i % kWarpSize, warp = i / kWarpSize;
-  if (!(mask >> lane & 1u))
-    stop(r, fmt::format("{} calls {} at {} with mask {:#010x}, which leaves out its own lane",
-                        thread_text(r, i), op_name(op), site(where), mask));
   const int lanes_here = std::min(kWarpSize, r.thread_count - warp * kWarpSize);
-  if (lanes_here < kWarpSize && (mask >> lanes_here) != 0)
-    stop(r, fmt::format("{} calls {} at {} with mask {:#010x}, which names lanes its warp of {} "
-                        "does not have",
-                        thread_text(r, i), op_name(op), site(where), mask, lanes_here));
-  if (width < 1 || width > kWarpSize || (width & (width - 1)) != 0)
-    stop(r, fmt::format("{} calls {} at {} with width {}, not a power of 2 up to 32",
-                        thread_text(r, i), op_name(op), site(where), width));
+  if (!(mask >> lane & 1u) || (lanes_here < kWarpSize && (mask >> lanes_here) != 0) || width < 1 ||
+      width > kWarpSize || (width & (width - 1)) != 0) [[unlikely]]
+    bad_warp_op(r, op, mask, width, where);
   Thread& t = r.threads[i];
   t.state = State::warp_wait;
   t.where = where;
