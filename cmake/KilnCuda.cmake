@@ -1,7 +1,13 @@
 # KILN_CUDA=AUTO|ON|OFF decides whether the CUDA backend is built. CMake 3.25 finds nvcc only on
 # PATH, CUDACXX or CUDA_PATH, so AUTO also looks at /usr/local/cuda/bin/nvcc.
+# KILN_CUDA=EMULATE builds the backend with its .cu sources compiled as C++ against kiln's CUDA
+# emulator (core/cuda/emulator, test-only): no CUDA toolkit, no CUDA language.
 set(KILN_WITH_CUDA OFF)
-if(NOT KILN_CUDA STREQUAL "OFF")
+set(KILN_CUDA_EMULATED OFF)
+if(KILN_CUDA STREQUAL "EMULATE")
+  set(KILN_WITH_CUDA ON)
+  set(KILN_CUDA_EMULATED ON)
+elseif(NOT KILN_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
     find_program(KILN_NVCC nvcc PATHS /usr/local/cuda/bin ENV CUDA_PATH PATH_SUFFIXES bin)
     if(KILN_NVCC)
@@ -17,7 +23,10 @@ if(NOT KILN_CUDA STREQUAL "OFF")
                         "CUDACXX, CUDA_PATH and /usr/local/cuda/bin/nvcc)")
   endif()
 endif()
-if(KILN_WITH_CUDA)
+if(KILN_CUDA_EMULATED)
+  message(STATUS "kiln: CUDA backend ON, emulated on the CPU (KILN_CUDA=EMULATE, a test build: "
+                 "docs/cuda-emulator.md)")
+elseif(KILN_WITH_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 90-real 75-virtual)  # sm_90 machine code + compute_75 PTX
   endif()

@@ -7,9 +7,10 @@ namespace kiln {
 
 struct BuildInfo {
   const char* version;
-  const char* git;    // commit at configure time
-  const char* flags;  // compiler and optimisation flags
-  bool cuda;          // the CUDA backend is built
+  const char* git;     // commit at configure time
+  const char* flags;   // compiler and optimisation flags
+  bool cuda;           // the CUDA backend is built
+  bool cuda_emulated;  // on kiln's CPU emulator of a GPU (KILN_CUDA=EMULATE, a test build)
 };
 
 const BuildInfo& build_info();

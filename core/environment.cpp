@@ -39,7 +39,9 @@ std::string environment_summary() {
   const BuildInfo& b = build_info();
   return fmt::format("kiln {} ({}) | cpu {} | threads {} | flags {} | gemm {} | cuda {}", b.version,
                      b.git, cpu_model(), max_threads(), b.flags, gemm_source(),
-                     b.cuda ? "built" : "not built");
+                     b.cuda_emulated ? "emulated on the cpu (a test build)"
+                     : b.cuda        ? "built"
+                                     : "not built");
 }
 
 }  // namespace kiln

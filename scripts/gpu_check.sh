@@ -1,32 +1,55 @@
 #!/usr/bin/env bash
 # The GPU check, run on the GPU machine (nvcc, CMake, PyTorch; no network, no Debian -dev
-# packages) with .device/ from scripts/prepare_device.sh carried along, in one call of at most ten
-# minutes. Phases, each under its own timeout, printing as they go:
-#   1. build     kiln with -DKILN_CUDA=ON into build-gpu/ against the packages unpacked in
-#                .device/usr: only the targets the later phases run (test_core, test_cuda,
-#                train_lm)
-#   2. tests     the CUDA tests (ctest -R 'parity/|cuda'), with every GPU allocation poisoned
-#   3. gemm      float32 GEMM TFLOP/s and peak GPU memory (test_cuda "[bench]")
-#   4. training  200 steps of train_lm --device cuda on WikiText-2 and of torch_ref.py --device
-#                cuda with the same model, for the default model and a larger one
-# then one summary, the training table last. Logs go to $OUT when set (the device runner fetches
-# it), else to build-gpu/gpu-check/. Exits non-zero when the build, a test or a train_lm run
-# failed.
+# packages) with .device/ from scripts/prepare_device.sh carried along. Two runs, each one call of
+# the device tool well inside its ten minutes, each writing at most 8 files to $OUT (the device
+# runner fetches 8), else to build-gpu/gpu-check-<run>/:
 #
-# Every phase's timeout is cut to what is left of KILN_GPU_CHECK_BUDGET (default 540 s), so the
-# summary prints within the call. Timeouts (seconds) can be set from the environment:
-# KILN_GPU_BUILD_TIMEOUT (default 300), KILN_GPU_TEST_TIMEOUT (150), KILN_GPU_BENCH_TIMEOUT (45),
-# KILN_GPU_TRAIN_TIMEOUT (90, each of the four runs); KILN_GPU_TRAIN_STEPS (200).
+#   scripts/gpu_check.sh tests   1. build   kiln -DKILN_CUDA=ON into build-gpu/ against .device/usr:
+#                                           every binary with a CUDA case (test_core, test_cuda,
+#                                           test_optim, test_io, test_examples with train_lm)
+#                                2. tests   the CUDA suite (scripts/cuda_suite.sh: every parity/
+#                                           case and every case with "cuda" or "CUDA" in its
+#                                           name), every GPU allocation poisoned; none may skip
+#                                3. sanitizer  compute-sanitizer memcheck, racecheck and synccheck
+#                                           over a short subset of test_cuda
+#      files: build.log tests.log memcheck.log racecheck.log synccheck.log summary.txt
+#
+#   scripts/gpu_check.sh bench   1. build   test_cuda and train_lm (nothing to do when the machine
+#                                           is still warm from the tests run)
+#                                2. gemm    float32 GEMM TFLOP/s (test_cuda "[bench]")
+#                                3. training  train_lm --device cuda and torch_ref.py --device cuda
+#                                           for torch_ref.py's default model and a GPT-2-small-sized
+#                                           one: tokens/s, peak memory, the loss at equal steps
+#      files: build.log bench.log train_{kiln,torch}_{default,gpt2}.log summary.txt
+#
+# Each phase runs under its own timeout (seconds, from the environment), and every timeout is cut
+# to what is left of KILN_GPU_CHECK_BUDGET (default 540 s) less 15 s for the summary; the defaults
+# add up to less than the budget, so every phase gets its full time:
+#   tests: KILN_GPU_BUILD_TIMEOUT (270), KILN_GPU_TEST_TIMEOUT (135), KILN_GPU_SANITIZER_TIMEOUT
+#          (35, each of the three tools)                                      = 510
+#   bench: KILN_GPU_BUILD_TIMEOUT (240), KILN_GPU_BENCH_TIMEOUT (45), KILN_GPU_TRAIN_TIMEOUT (55,
+#          each of the four runs), KILN_GPU_TRAIN_STEPS (200 default, 50 gpt2)  = 505
+# Exits non-zero when the build, a test, a sanitizer or a train_lm run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
+run=${1:-}
+case $run in tests | bench) ;; *)
+  echo "usage: scripts/gpu_check.sh tests|bench" >&2
+  exit 2
+  ;;
+esac
 root=$(pwd)
 device=$root/.device
 build=${KILN_BUILD_DIR:-build-gpu}
 case $build in /*) ;; *) build=$root/$build ;; esac
-logs=${OUT:-$build/gpu-check}
+logs=${OUT:-$build/gpu-check-$run}
 mkdir -p "$logs"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
 started=$(date +%s)
 budget=${KILN_GPU_CHECK_BUDGET:-540}
+# shellcheck source=scripts/cuda_suite.sh
+source scripts/cuda_suite.sh
 
 declare -a summary=()
 status=0
@@ -38,11 +61,15 @@ limit() {
   (($1 < left)) && left=$1
   echo $((left < 1 ? 1 : left))
 }
+write_summary() {
+  phase "summary"
+  printf '%s\n' "${summary[@]}" "$@" | tee "$logs/summary.txt"
+}
 
 export PATH=/usr/local/cuda/bin:$PATH
 
 # ---- 0. the machine
-phase "machine"
+phase "machine ($run)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -4
 nvcc --version 2>&1 | tail -2
 cmake --version | head -1
@@ -54,16 +81,20 @@ fi
 arch_lib=$device/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$arch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
-# ---- 1. build (scripts/setup.sh would build every target; this check needs three)
+# ---- 1. build (scripts/setup.sh would build every target; a run needs a few)
+if [ "$run" = tests ]; then
+  targets=(test_core test_cuda test_optim test_io test_examples train_lm)
+  build_timeout=${KILN_GPU_BUILD_TIMEOUT:-270}
+else
+  targets=(test_cuda train_lm)
+  build_timeout=${KILN_GPU_BUILD_TIMEOUT:-240}
+fi
 phase "build"
 start=$(date +%s)
-targets=(test_core test_cuda)
-grep -q 'kiln_add_example(train_lm ' examples/CMakeLists.txt && targets+=(train_lm)
-build_timeout=${KILN_GPU_BUILD_TIMEOUT:-300}
 if timeout "$(limit "$build_timeout")" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
-     -DKILN_CUDA=ON -DCMAKE_PREFIX_PATH="$device/usr" >"$logs/build.log" 2>&1 &&
-   timeout "$(limit $((start + build_timeout - $(date +%s))))" \
-     cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >>"$logs/build.log" 2>&1; then
+  -DKILN_CUDA=ON -DCMAKE_PREFIX_PATH="$device/usr" >"$logs/build.log" 2>&1 &&
+  timeout "$(limit $((start + build_timeout - $(date +%s))))" \
+    cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >>"$logs/build.log" 2>&1; then
   built=1
   note "build" "ok ($(($(date +%s) - start)) s: ${targets[*]})"
   grep -E "kiln: CUDA" "$logs/build.log"
@@ -75,31 +106,60 @@ else
   tail -40 "$logs/build.log"
 fi
 
-# ---- 2. tests
-if [ "$built" = 1 ]; then
-  phase "tests (ctest -R 'parity/|cuda', KILN_CUDA_POISON=1)"
-  (cd "$build" && KILN_CUDA_POISON=1 timeout "$(limit "${KILN_GPU_TEST_TIMEOUT:-150}")" \
-     ctest -R 'parity/|cuda' --output-on-failure -j 8) >"$logs/tests.log" 2>&1
-  test_status=$?
-  passed=$(grep -cE 'Test +#[0-9]+: .* Passed' "$logs/tests.log")
-  failed=$(grep -cE 'Test +#[0-9]+: .*(\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run)' "$logs/tests.log")
-  skipped=$(grep -cE 'Test +#[0-9]+: .*Skipped' "$logs/tests.log")
-  grep -E 'tests passed' "$logs/tests.log"
-  if [ "$test_status" -ne 0 ] || [ "$failed" -ne 0 ] || [ "$passed" -eq 0 ]; then
-    status=1
-    sed -n '/The following tests FAILED/,$p' "$logs/tests.log" | head -40
+if [ "$run" = tests ]; then
+  # ---- 2. the CUDA suite
+  if [ "$built" = 1 ]; then
+    phase "tests (the CUDA suite, KILN_CUDA_POISON=1)"
+    (cd "$build" && KILN_CUDA_POISON=1 timeout "$(limit "${KILN_GPU_TEST_TIMEOUT:-135}")" \
+      ctest -R "$KILN_CUDA_SUITE" --output-on-failure -j 8) >"$logs/tests.log" 2>&1
+    test_status=$?
+    read -r passed failed skipped < <(cuda_suite_counts "$logs/tests.log")
+    grep -E 'tests passed' "$logs/tests.log"
+    if [ "$test_status" -ne 0 ] || [ "$failed" -ne 0 ] || [ "$passed" -eq 0 ]; then
+      status=1
+      sed -n '/The following tests FAILED/,$p' "$logs/tests.log" | head -40
+    fi
+    # On the GPU machine a skipped CUDA test means kiln saw no device: the check proved nothing.
+    if [ "$skipped" -ne 0 ]; then
+      status=1
+      echo "gpu_check: $skipped tests were skipped: kiln found no CUDA device (see tests.log)"
+    fi
+    note "tests" "$passed passed, $failed failed, $skipped skipped (exit $test_status)"
+  else
+    note "tests" "not run (no build)"
   fi
-  # On the GPU machine a skipped CUDA test means kiln saw no device: the check proved nothing.
-  if [ "$skipped" -ne 0 ]; then
-    status=1
-    echo "gpu_check: $skipped tests were skipped: kiln found no CUDA device (see tests.log)"
-  fi
-  note "tests" "$passed passed, $failed failed, $skipped skipped (exit $test_status)"
-else
-  note "tests" "not run (no build)"
+
+  # ---- 3. compute-sanitizer over kernels of every family that use shared memory, barriers and
+  # shuffles (block and warp reductions, the sort-based scatter-add, the fused row kernels)
+  subset='cuda/softmax rows with no visible column match the CPU'
+  subset+=',cuda/find_invalid_id returns the first bad position or -1'
+  subset+=',cuda/max takes the first index on ties and propagates NaN like the CPU'
+  subset+=',cuda/layer norm forward and backward match the CPU'
+  subset+=',cuda/cross-entropy with its exponentials in place matches the CPU'"'"'s fused pass'
+  subset+=',cuda/scatter_add_rows equals the CPU bit for bit'"\\,"' in position order'
+  subset+=',cuda/dropout masks equal the CPU'"'"'s bit for bit'
+  for tool in memcheck racecheck synccheck; do
+    if [ "$built" = 1 ] && command -v compute-sanitizer >/dev/null; then
+      phase "compute-sanitizer --tool $tool"
+      timeout "$(limit "${KILN_GPU_SANITIZER_TIMEOUT:-35}")" compute-sanitizer --tool "$tool" \
+        --error-exitcode 1 --print-limit 20 "$build/tests/cuda/test_cuda" "$subset" \
+        >"$logs/$tool.log" 2>&1
+      code=$?
+      tail -3 "$logs/$tool.log"
+      case $code in
+        0) note "$tool" "clean ($(grep -Eo '[0-9]+ test cases' "$logs/$tool.log" | head -1))" ;;
+        124) note "$tool" "timed out (see $tool.log)" && status=1 ;;
+        *) note "$tool" "FAILED, exit $code (see $tool.log)" && status=1 ;;
+      esac
+    else
+      note "$tool" "not run (no build or no compute-sanitizer)"
+    fi
+  done
+  write_summary
+  exit "$status"
 fi
 
-# ---- 3. GEMM throughput and peak memory
+# ---- 2. GEMM throughput and peak memory
 if [ "$built" = 1 ]; then
   phase "gemm"
   timeout "$(limit "${KILN_GPU_BENCH_TIMEOUT:-45}")" "$build/tests/cuda/test_cuda" "[bench]" \
@@ -113,13 +173,13 @@ if [ "$built" = 1 ]; then
   done < <(grep '^RESULT' "$logs/bench.log")
 fi
 
-# ---- 4. training: kiln against PyTorch on the GPU
-# name d_model heads layers ff seq_len batch: torch_ref.py's default model, and a larger one.
+# ---- 3. training: kiln against PyTorch on the GPU
+# name d_model heads layers ff seq_len batch steps: torch_ref.py's default model, and one of
+# GPT-2 small's size (124 M parameters with GPT-2's vocabulary; 113 M with WikiText-2's).
 configs=(
-  "default 256 4 2 1024 64 32"
-  "large 512 8 6 2048 256 32"
+  "default 256 4 2 1024 64 32 ${KILN_GPU_TRAIN_STEPS:-200}"
+  "gpt2 768 12 12 3072 1024 8 ${KILN_GPU_TRAIN_STEPS:-50}"
 )
-steps=${KILN_GPU_TRAIN_STEPS:-200}
 # torch_ref.py run as a module, so that the same process can report PyTorch's peak memory.
 torch_wrapper='
 import sys
@@ -131,14 +191,16 @@ torch_ref.main()
 print(f"RESULT gpu_peak_bytes {torch.cuda.max_memory_allocated()}", flush=True)
 '
 
-# Runs a command into a log, sampling the GPU's used memory (nvidia-smi, MiB) beside it.
+# Runs a command into a log, sampling the GPU's used memory (nvidia-smi, MiB) into the scratch
+# folder (only 8 files come back from $OUT).
 run_logged() {
-  local log=$1
+  local log=$1 samples
+  samples=$scratch/$(basename "$1").mem
   shift
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$log.mem" \
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$samples" \
     2>/dev/null &
   local sampler=$!
-  timeout "$(limit "${KILN_GPU_TRAIN_TIMEOUT:-90}")" "$@" >"$log" 2>&1
+  timeout "$(limit "${KILN_GPU_TRAIN_TIMEOUT:-55}")" "$@" >"$log" 2>&1
   local code=$?
   kill "$sampler" 2>/dev/null
   wait "$sampler" 2>/dev/null
@@ -147,7 +209,18 @@ run_logged() {
 }
 result() { awk -v key="$2" '$1 == "RESULT" && $2 == key { print $3; exit }' "$1"; }
 mib() { awk -v b="$1" 'BEGIN { if (b + 0 > 0) printf "%.0f", b / 1048576; else print "n/a" }'; }
-smi_peak() { sort -n "$1.mem" 2>/dev/null | tail -1 | grep -E '^[0-9]+$' || echo n/a; }
+smi_peak() {
+  sort -n "$scratch/$(basename "$1").mem" 2>/dev/null | tail -1 | grep -E '^[0-9]+$' || echo n/a
+}
+# "step loss" for each log line of either program (kiln: "step 20/200 | ... | loss 7.1 | ...",
+# PyTorch: "step     20 | ... | loss 7.1 | ..."): the mean loss of the 10 steps up to it.
+logged_losses() {
+  awk '/^step +[0-9]+/ { split($2, s, "/"); for (i = 1; i < NF; ++i) if ($i == "loss") print s[1], $(i + 1) }' "$1"
+}
+# The last step both programs logged, and each one's loss there: "step kiln torch".
+equal_steps_loss() {
+  join <(logged_losses "$1" | sort -k1,1) <(logged_losses "$2" | sort -k1,1) | sort -n | tail -1
+}
 # tokens/s of train_lm's log lines after step 10: the steps PyTorch's figure also measures (it
 # leaves out 5 warm-up steps), where train_lm's RESULT counts every step. Each line covers 10
 # steps of equal tokens, so the rate over them is the harmonic mean.
@@ -161,22 +234,22 @@ steady_tps() {
 
 declare -a table=() legend=()
 if [ "$built" = 1 ] && [ -x "$build/examples/train_lm" ] && [ -f "$device/torch_ref.py" ]; then
-  phase "training ($steps steps each)"
   for config in "${configs[@]}"; do
-    read -r name d heads layers ff seq batch <<<"$config"
+    read -r name d heads layers ff seq batch steps <<<"$config"
+    phase "training $name ($steps steps each)"
     max_len=$((seq > 512 ? seq : 512))
     kiln_log=$logs/train_kiln_$name.log torch_log=$logs/train_torch_$name.log
-    legend+=("$name: d_model $d, heads $heads, layers $layers, ff $ff, T $seq, B $batch")
+    legend+=("$name: d_model $d, heads $heads, layers $layers, ff $ff, T $seq, B $batch, $steps steps")
     echo "-- ${legend[-1]}"
-    # A failed kiln run fails the check; a failed PyTorch run only leaves its column empty.
+    # A failed kiln run fails the check; a failed PyTorch run only leaves its columns empty.
     run_logged "$kiln_log" "$build/examples/train_lm" --device cuda --data "$device/wikitext-2" \
-      --steps "$steps" --eval-every 0 --time-budget 0 --d-model "$d" --heads "$heads" \
-      --layers "$layers" --ff "$ff" --seq-len "$seq" --batch-size "$batch" \
+      --steps "$steps" --eval-every 0 --time-budget 0 --log-every 10 --d-model "$d" \
+      --heads "$heads" --layers "$layers" --ff "$ff" --seq-len "$seq" --batch-size "$batch" \
       --max-seq-len "$max_len" || status=1
     grep -E '^(model|training|RESULT)' "$kiln_log"
     run_logged "$torch_log" python3 -c "$torch_wrapper" "$device" --device cuda \
-      --data "$device/wikitext-2" --steps "$steps" --d-model "$d" --heads "$heads" \
-      --layers "$layers" --ff "$ff" --bptt "$seq" --batch "$batch"
+      --data "$device/wikitext-2" --steps "$steps" --log-interval 10 --d-model "$d" \
+      --heads "$heads" --layers "$layers" --ff "$ff" --bptt "$seq" --batch "$batch"
     grep -E '^(model|RESULT)' "$torch_log"
     kiln_tps=$(result "$kiln_log" train_tokens_per_sec)
     kiln_steady=$(steady_tps "$kiln_log")
@@ -184,28 +257,30 @@ if [ "$built" = 1 ] && [ -x "$build/examples/train_lm" ] && [ -f "$device/torch_
     # The ratio compares like with like: both figures without the warm-up steps.
     ratio=$(awk -v k="$kiln_steady" -v t="$torch_tps" \
       'BEGIN { if (k + 0 > 0 && t + 0 > 0) printf "%.2f", k / t; else print "n/a" }')
-    kiln_peak=$(result "$kiln_log" gpu_peak_bytes)
-    table+=("$(printf '%-8s %12s %12s %12s %8s %12s %12s %9s %9s' "$name" "${kiln_tps:-n/a}" \
-      "$kiln_steady" "${torch_tps:-n/a}" "$ratio" "$(mib "${kiln_peak:-0}")" \
+    read -r loss_step kiln_loss torch_loss < <(equal_steps_loss "$kiln_log" "$torch_log")
+    table+=("$(printf '%-8s %11s %11s %11s %6s %9s %9s %8s %8s %6s %7s %7s' "$name" \
+      "${kiln_tps:-n/a}" "$kiln_steady" "${torch_tps:-n/a}" "$ratio" \
+      "$(mib "$(result "$kiln_log" gpu_peak_bytes)")" \
       "$(mib "$(result "$torch_log" gpu_peak_bytes)")" "$(smi_peak "$kiln_log")" \
-      "$(smi_peak "$torch_log")")")
+      "$(smi_peak "$torch_log")" "${loss_step:-n/a}" "${kiln_loss:-n/a}" "${torch_loss:-n/a}")")
   done
   note "training" "see the table below (logs train_kiln_*.log, train_torch_*.log)"
 else
   note "training" "skipped (no build, no $build/examples/train_lm or no $device/torch_ref.py)"
 fi
 
-phase "summary"
-printf '%s\n' "${summary[@]}"
+lines=()
 if [ ${#table[@]} -gt 0 ]; then
-  echo
-  echo "training, $steps steps (tok/s: kiln's RESULT over every step, kiln's steady rate after"
-  echo "step 10, PyTorch's after its 5 warm-up steps; ratio = kiln steady / PyTorch; peak MiB:"
-  echo "allocator peaks (kiln peak_bytes_in_use, torch.cuda.max_memory_allocated), then the"
-  echo "device's used memory sampled by nvidia-smi, CUDA context and cached blocks included)"
-  printf '%-8s %12s %12s %12s %8s %12s %12s %9s %9s\n' config "kiln tok/s" "kiln steady" \
-    "torch tok/s" ratio "kiln MiB" "torch MiB" "kiln smi" "torch smi"
-  printf '%s\n' "${table[@]}"
-  printf '  %s\n' "${legend[@]}"
+  lines+=("" "training (tok/s: kiln's RESULT over every step, kiln's steady rate after step 10,"
+    "PyTorch's after its 5 warm-up steps; ratio = kiln steady / PyTorch; peak MiB: allocator"
+    "peaks (kiln peak_bytes_in_use, torch.cuda.max_memory_allocated), then the device's used"
+    "memory sampled by nvidia-smi, CUDA context and cached blocks included; loss: the mean of"
+    "the 10 steps up to the last step both logged, from different initial weights)")
+  lines+=("$(printf '%-8s %11s %11s %11s %6s %9s %9s %8s %8s %6s %7s %7s' config "kiln tok/s" \
+    "kiln steady" "torch tok/s" ratio "kiln MiB" "torch MiB" "kiln smi" "torch smi" step \
+    "kiln" "torch")")
+  lines+=("${table[@]}")
+  for l in "${legend[@]}"; do lines+=("  $l"); done
 fi
+write_summary "${lines[@]}"
 exit "$status"

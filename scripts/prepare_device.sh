@@ -3,7 +3,10 @@
 # packages kiln builds against, and ../shared does not travel there. Downloads those packages
 # (apt-get download, no install) and unpacks them into .device/ (ignored by git), and copies
 # WikiText-2 and the PyTorch reference trainer from ../shared beside them. Carry .device to the
-# GPU machine and run scripts/gpu_check.sh there.
+# GPU machine and run scripts/gpu_check.sh there, in two calls of at most ten minutes each:
+#   run(command="scripts/gpu_check.sh tests", carry=[".device"], timeout_s=600)
+#   run(command="scripts/gpu_check.sh bench", carry=[".device"], timeout_s=600)
+# The working tree and .device travel together and must stay under 64 MiB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,5 +41,5 @@ done
 
 cp -r "$shared/data/wikitext-2" "$device/wikitext-2"
 cp "$shared/bench/torch_ref.py" "$device/torch_ref.py"
-echo "prepare_device: $(du -sh "$device" | cut -f1) in $device:"
+echo "prepare_device: $(du -sh "$device" | cut -f1) in $device (with the working tree: at most 64 MiB):"
 ls "$device" "$device/usr/lib/x86_64-linux-gnu" 2>/dev/null | sed 's/^/  /'

@@ -382,9 +382,9 @@ void CudaBackend::attention_forward(const AttentionArgs& args, void* logsumexp) 
     gpu::with_head_bound(args.d, [&](auto bound) {
       constexpr int D = decltype(bound)::value;
       const std::int64_t tiles = (args.queries + gpu::Tiling<T, D>::R - 1) / gpu::Tiling<T, D>::R;
-      gpu::attention_forward_kernel<T, D>
-          <<<gpu::blocks_for(args.batch * args.heads * tiles, 1), gpu::kAttentionThreads, 0,
-             stream_>>>(args, threshold, keep, static_cast<T*>(logsumexp));
+      KILN_LAUNCH(gpu::blocks_for(args.batch * args.heads * tiles, 1), gpu::kAttentionThreads,
+                  stream_, gpu::attention_forward_kernel<T, D>)
+      (args, threshold, keep, static_cast<T*>(logsumexp));
       KILN_CUDA_CHECK_LAUNCH();
     });
   });
@@ -402,22 +402,22 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const void* logs
     const T* lse = static_cast<const T*>(logsumexp);
     const std::int64_t rows = args.batch * args.heads * args.queries;
     Scratch<T> delta(*allocator_, rows);
-    gpu::attention_delta_kernel<T>
-        <<<gpu::blocks_for(rows, gpu::kThreads / gpu::kWarp), gpu::kThreads, 0, stream_>>>(
-            args, dout, delta.get());
+    KILN_LAUNCH(gpu::blocks_for(rows, gpu::kThreads / gpu::kWarp), gpu::kThreads, stream_,
+                gpu::attention_delta_kernel<T>)
+    (args, dout, delta.get());
     KILN_CUDA_CHECK_LAUNCH();
     gpu::with_head_bound(args.d, [&](auto bound) {
       constexpr int D = decltype(bound)::value;
       constexpr int R = gpu::Tiling<T, D>::R;
       const std::int64_t query_tiles = (args.queries + R - 1) / R;
       const std::int64_t key_tiles = (args.keys + R - 1) / R;
-      gpu::attention_dq_kernel<T, D>
-          <<<gpu::blocks_for(args.batch * args.heads * query_tiles, 1), gpu::kAttentionThreads, 0,
-             stream_>>>(args, threshold, keep, lse, delta.get(), dout, dq);
+      KILN_LAUNCH(gpu::blocks_for(args.batch * args.heads * query_tiles, 1), gpu::kAttentionThreads,
+                  stream_, gpu::attention_dq_kernel<T, D>)
+      (args, threshold, keep, lse, delta.get(), dout, dq);
       KILN_CUDA_CHECK_LAUNCH();
-      gpu::attention_dkdv_kernel<T, D>
-          <<<gpu::blocks_for(args.batch * args.kv_heads * key_tiles, 1), gpu::kAttentionThreads, 0,
-             stream_>>>(args, threshold, keep, lse, delta.get(), dout, dk, dv);
+      KILN_LAUNCH(gpu::blocks_for(args.batch * args.kv_heads * key_tiles, 1),
+                  gpu::kAttentionThreads, stream_, gpu::attention_dkdv_kernel<T, D>)
+      (args, threshold, keep, lse, delta.get(), dout, dk, dv);
       KILN_CUDA_CHECK_LAUNCH();
     });
   });

@@ -8,6 +8,10 @@
 #include "core/cuda/cuda_check.h"
 #include "core/error.h"
 
+#if defined(KILN_CUDA_EMULATE)
+#include "core/cuda/emulator/emulator.h"
+#endif
+
 namespace kiln {
 
 namespace {
@@ -37,6 +41,11 @@ void* CachingAllocator::allocate(std::size_t nbytes) {
     ptr = malloc_or_release(size);
   }
   live_blocks_.emplace(ptr, size);
+#if defined(KILN_CUDA_EMULATE)
+  // The emulator NaN-fills the bytes handed out and guards the rest of the block, so a kernel
+  // that writes past its tensor is caught even inside the block's rounding.
+  emulator::note_block_in_use(ptr, nbytes);
+#endif
   in_use_ += nbytes;
   peak_ = std::max(peak_, in_use_);
   return ptr;
@@ -70,6 +79,9 @@ void CachingAllocator::deallocate(void* ptr, std::size_t nbytes) {
   auto live = live_blocks_.find(ptr);
   KILN_ASSERT(live != live_blocks_.end());
   free_blocks_[live->second].push_back(ptr);
+#if defined(KILN_CUDA_EMULATE)
+  emulator::note_block_cached(ptr);  // a kernel that touches it now is using freed memory
+#endif
   live_blocks_.erase(live);
   in_use_ -= nbytes;
 }

@@ -49,12 +49,12 @@ void launch_strided(cudaStream_t stream, const StridedPlan<N>& plan, const Fn& f
   if (plan.numel == 0) return;
   const unsigned grid = blocks_for(plan.numel);
   if (plan.ndim == 1) {
-    strided_kernel<N, true, std::int64_t><<<grid, kThreads, 0, stream>>>(plan, fn);
+    KILN_LAUNCH(grid, kThreads, stream, strided_kernel<N, true, std::int64_t, Fn>)(plan, fn);
   } else if (plan.numel <= std::numeric_limits<std::int32_t>::max()) {
     // i < 2^31 and the grid has fewer than 2^31 threads, so i + step never wraps in 32 bits.
-    strided_kernel<N, false, std::uint32_t><<<grid, kThreads, 0, stream>>>(plan, fn);
+    KILN_LAUNCH(grid, kThreads, stream, strided_kernel<N, false, std::uint32_t, Fn>)(plan, fn);
   } else {
-    strided_kernel<N, false, std::int64_t><<<grid, kThreads, 0, stream>>>(plan, fn);
+    KILN_LAUNCH(grid, kThreads, stream, strided_kernel<N, false, std::int64_t, Fn>)(plan, fn);
   }
   KILN_CUDA_CHECK_LAUNCH();
 }
@@ -211,8 +211,8 @@ void CudaBackend::arange(const TensorArg& out, double start, double step) {
   activate();
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    gpu::arange_kernel<<<gpu::blocks_for(n), gpu::kThreads, 0, stream_>>>(typed<T>(out), n, start,
-                                                                          step);
+    KILN_LAUNCH(gpu::blocks_for(n), gpu::kThreads, stream_, gpu::arange_kernel<T>)
+    (typed<T>(out), n, start, step);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }

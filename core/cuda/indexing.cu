@@ -97,9 +97,10 @@ std::int64_t CudaBackend::find_invalid_id(const std::int64_t* ids, std::int64_t 
   const unsigned blocks = gpu::blocks_for(std::min(n, gpu::kIdCheckBlocks * gpu::kThreads));
   Scratch<std::int64_t> partial(*allocator_, blocks + 1);
   std::int64_t* result = partial.get() + blocks;
-  gpu::first_invalid_partial<<<blocks, gpu::kThreads, 0, stream_>>>(ids, n, limit, partial.get());
+  KILN_LAUNCH(blocks, gpu::kThreads, stream_, gpu::first_invalid_partial)
+  (ids, n, limit, partial.get());
   KILN_CUDA_CHECK_LAUNCH();
-  gpu::first_invalid_final<<<1, gpu::kThreads, 0, stream_>>>(partial.get(), blocks, result);
+  KILN_LAUNCH(1, gpu::kThreads, stream_, gpu::first_invalid_final)(partial.get(), blocks, result);
   KILN_CUDA_CHECK_LAUNCH();
   std::int64_t first = gpu::kNoInvalidId;
   copy_to_host(&first, result, sizeof first);
@@ -112,11 +113,11 @@ void CudaBackend::gather_rows(DType dtype, const void* table, std::int64_t cols,
   activate();
   const unsigned grid = gpu::blocks_for(n, 1);
   if (dtype_size(dtype) == 4) {
-    gpu::gather_rows_kernel<<<grid, gpu::kThreads, 0, stream_>>>(
-        static_cast<const std::uint32_t*>(table), cols, ids, n, static_cast<std::uint32_t*>(out));
+    KILN_LAUNCH(grid, gpu::kThreads, stream_, gpu::gather_rows_kernel<std::uint32_t>)
+    (static_cast<const std::uint32_t*>(table), cols, ids, n, static_cast<std::uint32_t*>(out));
   } else {
-    gpu::gather_rows_kernel<<<grid, gpu::kThreads, 0, stream_>>>(
-        static_cast<const std::uint64_t*>(table), cols, ids, n, static_cast<std::uint64_t*>(out));
+    KILN_LAUNCH(grid, gpu::kThreads, stream_, gpu::gather_rows_kernel<std::uint64_t>)
+    (static_cast<const std::uint64_t*>(table), cols, ids, n, static_cast<std::uint64_t*>(out));
   }
   KILN_CUDA_CHECK_LAUNCH();
 }
@@ -135,7 +136,7 @@ void CudaBackend::scatter_add_rows(DType dtype, const void* grad, const std::int
   const auto* keys_in = reinterpret_cast<const std::uint64_t*>(ids);
   Scratch<std::uint64_t> sorted_ids(*allocator_, n);
   Scratch<std::int32_t> positions(*allocator_, n), sorted_positions(*allocator_, n);
-  gpu::iota_kernel<<<gpu::blocks_for(n), gpu::kThreads, 0, stream_>>>(positions.get(), n);
+  KILN_LAUNCH(gpu::blocks_for(n), gpu::kThreads, stream_, gpu::iota_kernel)(positions.get(), n);
   KILN_CUDA_CHECK_LAUNCH();
   std::size_t temp_bytes = 0;
   KILN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in, sorted_ids.get(),
@@ -148,9 +149,9 @@ void CudaBackend::scatter_add_rows(DType dtype, const void* grad, const std::int
                                                   static_cast<int>(n), 0, end_bit, stream_));
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
-    gpu::add_segments<<<gpu::blocks_for(n, 1), gpu::kThreads, 0, stream_>>>(
-        static_cast<const T*>(grad), sorted_ids.get(), sorted_positions.get(), n, cols,
-        static_cast<T*>(table_grad));
+    KILN_LAUNCH(gpu::blocks_for(n, 1), gpu::kThreads, stream_, gpu::add_segments<T>)
+    (static_cast<const T*>(grad), sorted_ids.get(), sorted_positions.get(), n, cols,
+     static_cast<T*>(table_grad));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }

@@ -84,9 +84,9 @@ void CudaBackend::adam_update(DType dtype, std::int64_t n, void* param, const vo
                                 static_cast<T>(1.0 - a.lr * a.weight_decay),
                                 static_cast<T>(a.grad_scale),
                                 a.decoupled_weight_decay};
-    gpu::adam_kernel<<<gpu::blocks_for(n), gpu::kThreads, 0, stream_>>>(
-        n, static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
-        static_cast<T*>(exp_avg_sq), s);
+    KILN_LAUNCH(gpu::blocks_for(n), gpu::kThreads, stream_, gpu::adam_kernel<T>)
+    (n, static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
+     static_cast<T*>(exp_avg_sq), s);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -105,9 +105,8 @@ void CudaBackend::sgd_update(DType dtype, std::int64_t n, void* param, const voi
                                a.momentum != 0.0,
                                a.nesterov,
                                a.first_step};
-    gpu::sgd_kernel<<<gpu::blocks_for(n), gpu::kThreads, 0, stream_>>>(
-        n, static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(momentum_buffer),
-        s);
+    KILN_LAUNCH(gpu::blocks_for(n), gpu::kThreads, stream_, gpu::sgd_kernel<T>)
+    (n, static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(momentum_buffer), s);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }

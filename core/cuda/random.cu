@@ -70,12 +70,12 @@ void CudaBackend::random_uniform(DType dtype, void* out, std::int64_t n, double 
   if (n == 0) return;
   activate();
   if (dtype == DType::f32) {
-    gpu::uniform_f32<<<gpu::blocks_for((n + 3) / 4), gpu::kThreads, 0, stream_>>>(
-        static_cast<float*>(out), n, static_cast<float>(low), static_cast<float>(high - low), seed,
-        offset);
+    KILN_LAUNCH(gpu::blocks_for((n + 3) / 4), gpu::kThreads, stream_, gpu::uniform_f32)
+    (static_cast<float*>(out), n, static_cast<float>(low), static_cast<float>(high - low), seed,
+     offset);
   } else {
-    gpu::uniform_f64<<<gpu::blocks_for((n + 1) / 2), gpu::kThreads, 0, stream_>>>(
-        static_cast<double*>(out), n, low, high, seed, offset);
+    KILN_LAUNCH(gpu::blocks_for((n + 1) / 2), gpu::kThreads, stream_, gpu::uniform_f64)
+    (static_cast<double*>(out), n, low, high, seed, offset);
   }
   KILN_CUDA_CHECK_LAUNCH();
 }
@@ -86,8 +86,8 @@ void CudaBackend::random_normal(DType dtype, void* out, std::int64_t n, double m
   activate();
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
-    gpu::normal_kernel<<<gpu::blocks_for((n + 1) / 2), gpu::kThreads, 0, stream_>>>(
-        static_cast<T*>(out), n, mean, std, seed, offset);
+    KILN_LAUNCH(gpu::blocks_for((n + 1) / 2), gpu::kThreads, stream_, gpu::normal_kernel<T>)
+    (static_cast<T*>(out), n, mean, std, seed, offset);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -100,8 +100,8 @@ void CudaBackend::dropout_mask(DType dtype, void* mask, std::int64_t n, double p
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T keep_value = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
-    gpu::dropout_kernel<<<gpu::blocks_for((n + 3) / 4), gpu::kThreads, 0, stream_>>>(
-        static_cast<T*>(mask), n, threshold, keep_value, seed, offset);
+    KILN_LAUNCH(gpu::blocks_for((n + 3) / 4), gpu::kThreads, stream_, gpu::dropout_kernel<T>)
+    (static_cast<T*>(mask), n, threshold, keep_value, seed, offset);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }

@@ -108,22 +108,24 @@ template <bool kSquare, typename T>
 void sum_rows(CachingAllocator& allocator, cudaStream_t stream, const T* x, T* out,
               std::int64_t rows, std::int64_t cols) {
   if (cols <= kWarpRowMax) {
-    sum_rows_warp<kSquare>
-        <<<blocks_for(rows, kThreads / kWarp), kThreads, 0, stream>>>(x, out, rows, cols);
+    KILN_LAUNCH(blocks_for(rows, kThreads / kWarp), kThreads, stream, sum_rows_warp<kSquare, T>)
+    (x, out, rows, cols);
     KILN_CUDA_CHECK_LAUNCH();
     return;
   }
   const std::int64_t chunks = (cols + kRowChunk - 1) / kRowChunk;
   if (chunks == 1) {
-    sum_rows_block<kSquare><<<blocks_for(rows, 1), kThreads, 0, stream>>>(x, out, rows, cols, 1);
+    KILN_LAUNCH(blocks_for(rows, 1), kThreads, stream, sum_rows_block<kSquare, T, T>)
+    (x, out, rows, cols, 1);
     KILN_CUDA_CHECK_LAUNCH();
     return;
   }
   Scratch<double> partial(allocator, rows * chunks);
-  sum_rows_block<kSquare>
-      <<<blocks_for(rows * chunks, 1), kThreads, 0, stream>>>(x, partial.get(), rows, cols, chunks);
+  KILN_LAUNCH(blocks_for(rows * chunks, 1), kThreads, stream, sum_rows_block<kSquare, T, double>)
+  (x, partial.get(), rows, cols, chunks);
   KILN_CUDA_CHECK_LAUNCH();
-  sum_partials<<<blocks_for(rows), kThreads, 0, stream>>>(partial.get(), out, rows, chunks, 1);
+  KILN_LAUNCH(blocks_for(rows), kThreads, stream, sum_partials<T>)
+  (partial.get(), out, rows, chunks, 1);
   KILN_CUDA_CHECK_LAUNCH();
 }
 
@@ -132,18 +134,18 @@ void sum_middle(CachingAllocator& allocator, cudaStream_t stream, const T* x, T*
                 std::int64_t outer, std::int64_t reduced, std::int64_t inner) {
   const std::int64_t columns = outer * inner;
   if (columns >= kFewColumns || reduced <= kColumnChunk) {
-    sum_columns<<<blocks_for(columns), kThreads, 0, stream>>>(x, out, outer, reduced, inner, 1,
-                                                              reduced);
+    KILN_LAUNCH(blocks_for(columns), kThreads, stream, sum_columns<T, T>)
+    (x, out, outer, reduced, inner, 1, reduced);
     KILN_CUDA_CHECK_LAUNCH();
     return;
   }
   const std::int64_t chunks = (reduced + kColumnChunk - 1) / kColumnChunk;
   Scratch<double> partial(allocator, columns * chunks);
-  sum_columns<<<blocks_for(columns * chunks), kThreads, 0, stream>>>(
-      x, partial.get(), outer, reduced, inner, chunks, kColumnChunk);
+  KILN_LAUNCH(blocks_for(columns * chunks), kThreads, stream, sum_columns<T, double>)
+  (x, partial.get(), outer, reduced, inner, chunks, kColumnChunk);
   KILN_CUDA_CHECK_LAUNCH();
-  sum_partials<<<blocks_for(columns), kThreads, 0, stream>>>(partial.get(), out, outer, chunks,
-                                                             inner);
+  KILN_LAUNCH(blocks_for(columns), kThreads, stream, sum_partials<T>)
+  (partial.get(), out, outer, chunks, inner);
   KILN_CUDA_CHECK_LAUNCH();
 }
 
@@ -233,15 +235,16 @@ void CudaBackend::max(DType dtype, const void* in, void* values, std::int64_t* i
     const T* x = static_cast<const T*>(in);
     T* v = static_cast<T*>(values);
     if (inner > 1) {
-      gpu::max_columns<<<gpu::blocks_for(outer * inner), gpu::kThreads, 0, stream_>>>(
-          x, v, indices, outer, reduced, inner);
+      KILN_LAUNCH(gpu::blocks_for(outer * inner), gpu::kThreads, stream_, gpu::max_columns<T>)
+      (x, v, indices, outer, reduced, inner);
     } else if (reduced <= gpu::kWarpRowMax) {
-      gpu::max_rows<gpu::kWarp>
-          <<<gpu::blocks_for(outer, gpu::kThreads / gpu::kWarp), gpu::kThreads, 0, stream_>>>(
-              x, v, indices, outer, reduced);
+      KILN_LAUNCH(gpu::blocks_for(outer, gpu::kThreads / gpu::kWarp), gpu::kThreads, stream_,
+                  gpu::max_rows<gpu::kWarp, T>)
+      (x, v, indices, outer, reduced);
     } else {
-      gpu::max_rows<gpu::kThreads>
-          <<<gpu::blocks_for(outer, 1), gpu::kThreads, 0, stream_>>>(x, v, indices, outer, reduced);
+      KILN_LAUNCH(gpu::blocks_for(outer, 1), gpu::kThreads, stream_,
+                  gpu::max_rows<gpu::kThreads, T>)
+      (x, v, indices, outer, reduced);
     }
     KILN_CUDA_CHECK_LAUNCH();
   });

@@ -322,8 +322,9 @@ void CudaBackend::softmax_forward(const SoftmaxArgs& args, const void* x, void* 
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     launch_rows(args.rows, args.cols, [&](auto group, unsigned grid) {
-      gpu::softmax_forward_kernel<T, decltype(group)::value>
-          <<<grid, gpu::kThreads, 0, stream_>>>(args, static_cast<const T*>(x), static_cast<T*>(y));
+      KILN_LAUNCH(grid, gpu::kThreads, stream_,
+                  gpu::softmax_forward_kernel<T, decltype(group)::value>)
+      (args, static_cast<const T*>(x), static_cast<T*>(y));
     });
   });
 }
@@ -334,8 +335,9 @@ void CudaBackend::softmax_backward(const SoftmaxArgs& args, const void* y, const
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     launch_rows(args.rows, args.cols, [&](auto group, unsigned grid) {
-      gpu::softmax_backward_kernel<T, decltype(group)::value><<<grid, gpu::kThreads, 0, stream_>>>(
-          args, static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx));
+      KILN_LAUNCH(grid, gpu::kThreads, stream_,
+                  gpu::softmax_backward_kernel<T, decltype(group)::value>)
+      (args, static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx));
     });
   });
 }
@@ -347,11 +349,11 @@ void CudaBackend::layer_norm_forward(DType dtype, std::int64_t rows, std::int64_
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     launch_rows(rows, cols, [&](auto group, unsigned grid) {
-      gpu::layer_norm_forward_kernel<T, decltype(group)::value>
-          <<<grid, gpu::kThreads, 0, stream_>>>(rows, cols, eps, static_cast<const T*>(x),
-                                                static_cast<const T*>(gamma),
-                                                static_cast<const T*>(beta), static_cast<T*>(y),
-                                                static_cast<T*>(mean), static_cast<T*>(rstd));
+      KILN_LAUNCH(grid, gpu::kThreads, stream_,
+                  gpu::layer_norm_forward_kernel<T, decltype(group)::value>)
+      (rows, cols, eps, static_cast<const T*>(x), static_cast<const T*>(gamma),
+       static_cast<const T*>(beta), static_cast<T*>(y), static_cast<T*>(mean),
+       static_cast<T*>(rstd));
     });
   });
 }
@@ -369,21 +371,22 @@ void CudaBackend::layer_norm_backward(DType dtype, std::int64_t rows, std::int64
     const T* ss = static_cast<const T*>(rstd);
     const T* gs = static_cast<const T*>(dy);
     launch_rows(rows, cols, [&](auto group, unsigned grid) {
-      gpu::layer_norm_backward_kernel<T, decltype(group)::value>
-          <<<grid, gpu::kThreads, 0, stream_>>>(rows, cols, xs, static_cast<const T*>(gamma), ms,
-                                                ss, gs, static_cast<T*>(dx));
+      KILN_LAUNCH(grid, gpu::kThreads, stream_,
+                  gpu::layer_norm_backward_kernel<T, decltype(group)::value>)
+      (rows, cols, xs, static_cast<const T*>(gamma), ms, ss, gs, static_cast<T*>(dx));
     });
     const std::int64_t blocks = (rows + gpu::kNormRowBlock - 1) / gpu::kNormRowBlock;
     Scratch<double> partial_gamma(*allocator_, blocks * cols),
         partial_beta(*allocator_, blocks * cols);
     if (blocks > 0) {
-      gpu::layer_norm_param_partials<<<gpu::blocks_for(blocks * cols), gpu::kThreads, 0, stream_>>>(
-          rows, cols, xs, ms, ss, gs, partial_gamma.get(), partial_beta.get());
+      KILN_LAUNCH(gpu::blocks_for(blocks * cols), gpu::kThreads, stream_,
+                  gpu::layer_norm_param_partials<T>)
+      (rows, cols, xs, ms, ss, gs, partial_gamma.get(), partial_beta.get());
       KILN_CUDA_CHECK_LAUNCH();
     }
-    gpu::layer_norm_param_sums<<<gpu::blocks_for(cols), gpu::kThreads, 0, stream_>>>(
-        blocks, cols, partial_gamma.get(), partial_beta.get(), static_cast<T*>(dgamma),
-        static_cast<T*>(dbeta));
+    KILN_LAUNCH(gpu::blocks_for(cols), gpu::kThreads, stream_, gpu::layer_norm_param_sums<T>)
+    (blocks, cols, partial_gamma.get(), partial_beta.get(), static_cast<T*>(dgamma),
+     static_cast<T*>(dbeta));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -395,10 +398,10 @@ void CudaBackend::cross_entropy_forward(DType dtype, std::int64_t rows, std::int
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     launch_rows(rows, cols, [&](auto group, unsigned grid) {
-      gpu::cross_entropy_forward_kernel<T, decltype(group)::value>
-          <<<grid, gpu::kThreads, 0, stream_>>>(rows, cols, static_cast<const T*>(logits), targets,
-                                                ignore_index, static_cast<T*>(loss),
-                                                static_cast<T*>(logsumexp));
+      KILN_LAUNCH(grid, gpu::kThreads, stream_,
+                  gpu::cross_entropy_forward_kernel<T, decltype(group)::value>)
+      (rows, cols, static_cast<const T*>(logits), targets, ignore_index, static_cast<T*>(loss),
+       static_cast<T*>(logsumexp));
     });
   });
 }
@@ -411,9 +414,10 @@ void CudaBackend::cross_entropy_forward_exp(DType dtype, std::int64_t rows, std:
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     launch_rows(rows, cols, [&](auto group, unsigned grid) {
-      gpu::cross_entropy_exp_kernel<T, decltype(group)::value><<<grid, gpu::kThreads, 0, stream_>>>(
-          rows, cols, static_cast<T*>(logits), targets, ignore_index, static_cast<T*>(loss),
-          static_cast<T*>(logsumexp), static_cast<T*>(row_scale));
+      KILN_LAUNCH(grid, gpu::kThreads, stream_,
+                  gpu::cross_entropy_exp_kernel<T, decltype(group)::value>)
+      (rows, cols, static_cast<T*>(logits), targets, ignore_index, static_cast<T*>(loss),
+       static_cast<T*>(logsumexp), static_cast<T*>(row_scale));
     });
   });
 }
@@ -426,11 +430,11 @@ void CudaBackend::cross_entropy_backward(DType dtype, std::int64_t rows, std::in
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     launch_rows(rows, cols, [&](auto group, unsigned grid) {
-      gpu::cross_entropy_backward_kernel<T, decltype(group)::value>
-          <<<grid, gpu::kThreads, 0, stream_>>>(rows, cols, static_cast<const T*>(logits), targets,
-                                                ignore_index, static_cast<const T*>(logsumexp),
-                                                static_cast<const T*>(grad_loss), scale,
-                                                static_cast<T*>(dlogits));
+      KILN_LAUNCH(grid, gpu::kThreads, stream_,
+                  gpu::cross_entropy_backward_kernel<T, decltype(group)::value>)
+      (rows, cols, static_cast<const T*>(logits), targets, ignore_index,
+       static_cast<const T*>(logsumexp), static_cast<const T*>(grad_loss), scale,
+       static_cast<T*>(dlogits));
     });
   });
 }

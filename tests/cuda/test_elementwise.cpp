@@ -1,7 +1,8 @@
 // CUDA elementwise kernels on what the op table's small samples do not reach: more elements than
 // 65535 blocks of 256 threads, plans of several non-mergeable dims (with 32- and 64-bit
-// indexing), int64 fill/copy/arange/where/comparisons, dtype conversion, zero-size tensors, and
-// the error for more than 8 non-mergeable dims. Poisoning is on: an unwritten element is NaN.
+// indexing, the latter over 2^31 elements written into overlapping slots), int64
+// fill/copy/arange/where/comparisons, dtype conversion, zero-size tensors, and the error for
+// more than 8 non-mergeable dims. Poisoning is on: an unwritten element is NaN.
 #include <catch2/catch.hpp>
 
 #include "core/ops/select.h"
@@ -41,13 +42,19 @@ TEST_CASE("cuda/broadcast and strided operands match the CPU", "[cuda][elementwi
 
 TEST_CASE("cuda/plans with over 2^31 elements index in 64 bits", "[cuda][elementwise]") {
   if (!cuda_available_or_skip()) return;
-  // A column plus a row: (2^16 + 1) x (2^15 + 1) = 2^31 + 98305 elements (8.6 GB of float32)
-  // in two dims that do not merge, more than a 32-bit index holds.
-  const std::int64_t rows = (1 << 16) + 1, cols = (1 << 15) + 1;
+  const PoisonScope poison;
+  // A column plus a row: (2^16 + 1) x (2^15 + 1) = 2^31 + 98305 elements in two dims that do not
+  // merge, more than a 32-bit index holds. The output view has strides (1, 1), so element (r, c)
+  // lands in slot r + c of rows + cols - 1 slots (no 8.6 GB buffer) with value r + c: every slot
+  // holds its own index only if every linear index became its true (r, c).
+  const std::int64_t rows = (1 << 16) + 1, cols = (1 << 15) + 1, slots = rows + cols - 1;
   const Tensor column = arange(0.0, static_cast<double>(rows), 1.0, {DType::f32, Device::cuda()});
-  const Tensor big = add(column.view({rows, 1}), zeros({1, cols}, {DType::f32, Device::cuda()}));
-  REQUIRE(big.at<float>({rows - 1, cols - 1}) == static_cast<float>(rows - 1));
-  REQUIRE(big.at<float>({12345, 7}) == 12345.0f);
+  const Tensor row = arange(0.0, static_cast<double>(cols), 1.0, {DType::f32, Device::cuda()});
+  const Tensor out = empty({slots}, {DType::f32, Device::cuda()});
+  gpu_backend().binary(BinaryOp::add, {out.raw_data(), DType::f32, {rows, cols}, {1, 1}},
+                       {column.raw_data(), DType::f32, {rows, cols}, {1, 0}},
+                       {row.raw_data(), DType::f32, {rows, cols}, {0, 1}});
+  REQUIRE_EXACT(out.to(Device::cpu()), arange(0.0, static_cast<double>(slots), 1.0));
 }
 
 TEST_CASE("cuda/int64 fill, copy, arange, where and comparisons match the CPU",
