@@ -86,20 +86,17 @@ Loaded& slot(const std::string& name) {
   return name == "openblas" ? openblas : name == "blis" ? blis : none;
 }
 
-bool is_amd_zen() {
-  __builtin_cpu_init();
-  return __builtin_cpu_is("amd") &&
-         (__builtin_cpu_is("znver1") || __builtin_cpu_is("znver2") || __builtin_cpu_is("znver3"));
-}
-
+// OpenBLAS first on every CPU, BLIS only when OpenBLAS is missing or KILN_GEMM=blis asks for it
+// (docs/performance.md, measured on an AMD EPYC, Zen 3, 2 threads): BLIS runs the tied LM head's
+// three GEMMs 7% faster in all, but its threads busy-wait at its own barriers, whatever
+// OMP_WAIT_POLICY says: with more threads than free cores (two programs at once, --threads above
+// the core count, or CTest running tests side by side) a gradient check took 95 s instead of 0.5.
 const BlasLibrary* choose() {
   if (const char* forced = std::getenv("KILN_GEMM"); forced != nullptr && forced[0] != '\0') {
     return std::strcmp(forced, "eigen") == 0 ? nullptr : blas_library(forced);
   }
-  const char* first = is_amd_zen() ? "blis" : "openblas";
-  const char* second = is_amd_zen() ? "openblas" : "blis";
-  if (const BlasLibrary* blas = blas_library(first)) return blas;
-  return blas_library(second);
+  if (const BlasLibrary* blas = blas_library("openblas")) return blas;
+  return blas_library("blis");
 }
 
 }  // namespace

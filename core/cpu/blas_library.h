@@ -6,9 +6,8 @@
 // the library initialises, unless the environment already does.
 //
 // Which one a GEMM uses (gemm_library): KILN_GEMM=openblas|blis|eigen in the environment forces
-// one; otherwise the faster one on this kind of CPU as measured in docs/performance.md (BLIS on
-// AMD Zen, OpenBLAS elsewhere), whichever of the two is installed, else Eigen. The choice depends
-// only on the CPU and what is installed, never on timing, so runs are reproducible.
+// one; otherwise OpenBLAS, else BLIS, else Eigen (why OpenBLAS before BLIS: blas_library.cpp).
+// The choice depends only on what is installed, never on timing, so runs are reproducible.
 #pragma once
 
 #include <string>
