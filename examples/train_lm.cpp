@@ -15,7 +15,8 @@
 //
 // where steps is the global step reached and seconds this run's budgeted time: its training
 // steps, without validation (as ../shared/bench/torch_ref.py counts its --time-budget, so the
-// two programs' budgets buy the same training). SIGINT or SIGTERM save the state at the next step boundary and exit 0.
+// two programs' budgets buy the same training). SIGINT or SIGTERM save the state at the next step
+// boundary and exit 0.
 #include <unistd.h>
 
 #include <algorithm>
