@@ -112,6 +112,30 @@ __device__ T dropout_factor(const AttentionArgs& a, std::uint32_t threshold, T k
   return philox::attention_keep(a.seed, a.offset, index, threshold) ? keep : T(0);
 }
 
+// Task `task` of the kernels over query tiles (forward, dQ): rows t0 .. t0 + R - 1 of query head
+// `head` of batch b (flat index bh), which reads kv head g; this thread's row t (a real row when
+// `valid`), and key_end, the end of the keys any row of the tile sees (causal, after the
+// keys - queries cached ones).
+struct QueryTile {
+  std::int64_t bh, b, head, g, t0, t, key_end;
+  bool valid;
+};
+
+template <int R>
+__device__ QueryTile query_tile(const AttentionArgs& a, std::int64_t task, std::int64_t tiles,
+                                int row) {
+  const std::int64_t bh = task / tiles, head = bh % a.heads, t0 = (task % tiles) * R;
+  const std::int64_t last = (t0 + R < a.queries ? t0 + R : a.queries) + a.keys - a.queries;
+  return {bh,
+          bh / a.heads,
+          head,
+          head * a.kv_heads / a.heads,
+          t0,
+          t0 + row,
+          last < a.keys ? last : a.keys,
+          t0 + row < a.queries};
+}
+
 template <typename T, int D>
 __global__ void __launch_bounds__(kAttentionThreads)
     attention_forward_kernel(AttentionArgs a, std::uint32_t threshold, T keep, T* logsumexp) {
@@ -122,12 +146,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
   const std::int64_t past = a.keys - a.queries, tiles = (a.queries + R - 1) / R;
   const T scale = static_cast<T>(a.scale);
   for (std::int64_t task = blockIdx.x; task < a.batch * a.heads * tiles; task += gridDim.x) {
-    const std::int64_t bh = task / tiles, b = bh / a.heads, head = bh % a.heads;
-    const std::int64_t g = head * a.kv_heads / a.heads, t0 = (task % tiles) * R;
-    const std::int64_t t = t0 + row;
-    const bool valid = t < a.queries;
-    const std::int64_t last = (t0 + R < a.queries ? t0 + R : a.queries) + past;  // keys seen
-    const std::int64_t key_end = last < a.keys ? last : a.keys;
+    const auto [bh, b, head, g, t0, t, key_end, valid] = query_tile<R>(a, task, tiles, row);
     const T* k = head_of<T>(a.k, b, g);
     const T* v = head_of<T>(a.v, b, g);
     __syncthreads();  // the previous task's reads of qs are done
@@ -217,12 +236,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
   const std::int64_t past = a.keys - a.queries, tiles = (a.queries + R - 1) / R;
   const T scale = static_cast<T>(a.scale);
   for (std::int64_t task = blockIdx.x; task < a.batch * a.heads * tiles; task += gridDim.x) {
-    const std::int64_t bh = task / tiles, b = bh / a.heads, head = bh % a.heads;
-    const std::int64_t g = head * a.kv_heads / a.heads, t0 = (task % tiles) * R;
-    const std::int64_t t = t0 + row;
-    const bool valid = t < a.queries;
-    const std::int64_t last = (t0 + R < a.queries ? t0 + R : a.queries) + past;
-    const std::int64_t key_end = last < a.keys ? last : a.keys;
+    const auto [bh, b, head, g, t0, t, key_end, valid] = query_tile<R>(a, task, tiles, row);
     const T lse = valid ? logsumexp[bh * a.queries + t] : T(0);
     const T delta_t = valid ? delta[bh * a.queries + t] : T(0);
     const T* k = head_of<T>(a.k, b, g);
