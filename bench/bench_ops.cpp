@@ -119,6 +119,12 @@ void bench_row_kernels(std::int64_t rows, std::int64_t cols, int threads, int re
              [&] { cpu.softmax_forward(sm, x.raw_data(), y.raw_data()); });
   bench_rows("softmax_backward", rows, cols, 12, threads, repeats,
              [&] { cpu.softmax_backward(sm, y.raw_data(), dy.raw_data(), dx.raw_data()); });
+  SoftmaxArgs log_sm = sm;
+  log_sm.log = true;
+  bench_rows("log_softmax_forward", rows, cols, 8, threads, repeats,
+             [&] { cpu.softmax_forward(log_sm, x.raw_data(), y.raw_data()); });
+  bench_rows("log_softmax_backward", rows, cols, 12, threads, repeats,
+             [&] { cpu.softmax_backward(log_sm, y.raw_data(), dy.raw_data(), dx.raw_data()); });
   const Tensor gamma = ones({cols}), beta = zeros({cols});
   Tensor mean = empty({rows}), rstd = empty({rows}), dgamma = empty({cols}), dbeta = empty({cols});
   bench_rows("layer_norm_forward", rows, cols, 8, threads, repeats, [&] {
@@ -197,8 +203,9 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> attention_lengths{256, 1024, 4096};
   app.add_option("--attention-seq-lens", attention_lengths,
                  "T of the attention rows (default: 256 1024 4096; --quick: 256 1024)");
-  bool attention_only = false;
+  bool attention_only = false, rows_only = false;
   app.add_flag("--attention-only", attention_only, "only the attention rows");
+  app.add_flag("--rows-only", rows_only, "only the row kernels");
   CLI11_PARSE(app, argc, argv);
   if (quick && app.count("--attention-seq-lens") == 0) attention_lengths = {256, 1024};
   try {
@@ -217,14 +224,14 @@ int main(int argc, char** argv) {
         {2048, 256, 1024, false, false, "FFN up, input gradient"},
         {2048, 768, 256, false, true, "QKV projection, forward"},
     };
-    for (int threads : attention_only ? std::vector<int>{} : thread_counts)
+    for (int threads : attention_only || rows_only ? std::vector<int>{} : thread_counts)
       for (const GemmCase& g : gemms)
         if (!(quick && g.m == 2048 && g.n == 2048 && g.k == 2048)) bench_gemm(g, threads, repeats);
     for (int threads : attention_only ? std::vector<int>{} : thread_counts) {
       bench_row_kernels(2048, 33278, threads, repeats);
       bench_row_kernels(2048, 256, threads, quick ? 20 : 50);
     }
-    for (int threads : thread_counts)
+    for (int threads : rows_only ? std::vector<int>{} : thread_counts)
       for (std::int64_t T : attention_lengths)
         bench_attention(T, threads, T >= 4096 || quick ? 1 : 3);
   } catch (const Error& e) {

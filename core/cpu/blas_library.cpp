@@ -91,12 +91,41 @@ Loaded& slot(const std::string& name) {
 // three GEMMs 7% faster in all, but its threads busy-wait at its own barriers, whatever
 // OMP_WAIT_POLICY says: with more threads than free cores (two programs at once, --threads above
 // the core count, or CTest running tests side by side) a gradient check took 95 s instead of 0.5.
+bool forced_by_environment() {
+  const char* forced = std::getenv("KILN_GEMM");
+  return forced != nullptr && forced[0] != '\0';
+}
+
 const BlasLibrary* choose() {
-  if (const char* forced = std::getenv("KILN_GEMM"); forced != nullptr && forced[0] != '\0') {
+  if (forced_by_environment()) {
+    const char* forced = std::getenv("KILN_GEMM");
     return std::strcmp(forced, "eigen") == 0 ? nullptr : blas_library(forced);
   }
   if (const BlasLibrary* blas = blas_library("openblas")) return blas;
   return blas_library("blis");
+}
+
+// On AMD Zen, BLIS's own zen kernels beat OpenBLAS's Haswell ones on training's narrow products
+// (n <= 768: the LM head's dE and dh, the input gradients, the QKV projection: 5-21% in
+// bench_ops) and lose on square and wide ones (the logits, n = 33278: 4%; 1024^3: 10%), so those
+// stay with OpenBLAS (docs/performance.md has the table). Products under 2^26 multiply-adds stay
+// with OpenBLAS too: BLIS's busy-waiting (above) costs most where many small products share
+// the cores.
+constexpr std::int64_t kNarrowColumns = 768;
+constexpr std::int64_t kNarrowMinMultiplyAdds = std::int64_t{1} << 26;
+
+const BlasLibrary* choose_narrow() {
+  if (forced_by_environment()) return nullptr;
+  const BlasLibrary* primary = choose();
+  if (primary == nullptr || primary->name != "openblas") return nullptr;
+  const BlasLibrary* blis = blas_library("blis");
+  if (blis == nullptr || blis->kernels.rfind("zen", 0) != 0) return nullptr;
+  return blis;
+}
+
+const BlasLibrary* narrow_library() {
+  static const BlasLibrary* chosen = choose_narrow();
+  return chosen;
 }
 
 }  // namespace
@@ -115,13 +144,25 @@ const BlasLibrary* gemm_library() {
   return chosen;
 }
 
+const BlasLibrary* gemm_library(std::int64_t m, std::int64_t n, std::int64_t k) {
+  const BlasLibrary* narrow = narrow_library();
+  if (narrow != nullptr && n <= kNarrowColumns && m * n * k >= kNarrowMinMultiplyAdds)
+    return narrow;
+  return gemm_library();
+}
+
 std::string gemm_source() {
   const BlasLibrary* blas = gemm_library();
-  return blas != nullptr ? blas->name + " (" + blas->kernels + " kernels)" : "eigen";
+  std::string source = blas != nullptr ? blas->name + " (" + blas->kernels + " kernels)" : "eigen";
+  if (const BlasLibrary* narrow = narrow_library())
+    source += " + " + narrow->name + " (" + narrow->kernels +
+              " kernels) for n <= " + std::to_string(kNarrowColumns);
+  return source;
 }
 
 void set_blas_threads(int threads) {
   if (const BlasLibrary* blas = gemm_library()) blas->set_num_threads(threads);
+  if (const BlasLibrary* narrow = narrow_library()) narrow->set_num_threads(threads);
 }
 
 }  // namespace kiln

@@ -6,10 +6,13 @@
 // the library initialises, unless the environment already does.
 //
 // Which one a GEMM uses (gemm_library): KILN_GEMM=openblas|blis|eigen in the environment forces
-// one; otherwise OpenBLAS, else BLIS, else Eigen (why OpenBLAS before BLIS: blas_library.cpp).
-// The choice depends only on what is installed, never on timing, so runs are reproducible.
+// one; otherwise OpenBLAS, else BLIS, else Eigen (why OpenBLAS before BLIS: blas_library.cpp),
+// except that on AMD Zen large narrow products go through BLIS's zen kernels, which measured
+// faster on them. The choice depends only on the shape and what is installed, never on timing,
+// so runs are reproducible.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace kiln {
@@ -30,13 +33,18 @@ struct BlasLibrary {
 // (KILN_BLAS at configure time) or is not installed.
 const BlasLibrary* blas_library(const std::string& name);
 
-// The library CPU GEMMs go through, null for Eigen (see the top of this file).
+// The library CPU GEMMs go through by default, null for Eigen (see the top of this file).
 const BlasLibrary* gemm_library();
 
-// "openblas (Haswell kernels)", "blis (zen3 kernels)" or "eigen", for environment summaries.
+// The library for one product C (m x n) = op(A) (m x k) op(B) (k x n): gemm_library(), or BLIS
+// for the large narrow products on Zen (blas_library.cpp says which and why).
+const BlasLibrary* gemm_library(std::int64_t m, std::int64_t n, std::int64_t k);
+
+// "openblas (Haswell kernels)", "blis (zen3 kernels)" or "eigen", for environment summaries;
+// with "+ blis (zen3 kernels) for n <= 768" when large narrow products go through BLIS.
 std::string gemm_source();
 
-// Tells the GEMM's library how many threads one product may use.
+// Tells the GEMM's libraries how many threads one product may use.
 void set_blas_threads(int threads);
 
 }  // namespace kiln

@@ -65,7 +65,7 @@ void gemm_batched(const GemmArgs& g) {
   const T* b = static_cast<const T*>(g.b);
   T* c = static_cast<T*>(g.c);
   const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
-  const BlasLibrary* blas = gemm_library();
+  const BlasLibrary* blas = gemm_library(g.m, g.n, g.k);
   auto one = [&](std::int64_t i) {
     if (blas != nullptr) {
       blas_one<T>(*blas, g, a + i * g.stride_a, b + i * g.stride_b, c + i * g.stride_c);
@@ -99,7 +99,7 @@ template <typename T>
 void tile_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
                const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
                std::int64_t ldc) {
-  if (const BlasLibrary* blas = gemm_library()) {
+  if (const BlasLibrary* blas = gemm_library(m, n, k)) {
     GemmArgs g;
     g.trans_a = trans_a, g.trans_b = trans_b;
     g.m = m, g.n = n, g.k = k;

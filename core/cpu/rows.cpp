@@ -53,42 +53,52 @@ void prefetch_lanes(const T* next, std::int64_t j) {
     __builtin_prefetch(reinterpret_cast<const char*>(next + j) + byte);
 }
 
-// sum_j exp(x_j - shift), and with `store` x_j overwritten by exp(x_j - shift). Blocks of 512
-// elements are summed in T lanes and merged in float64, so rows of thousands of float32 values
-// keep float64 accuracy.
+// Rows are exponentiated in blocks of 512 elements (2 KB of float32, in L1), summed in T lanes
+// and merged in float64, so rows of thousands of float32 values keep float64 accuracy.
+constexpr std::int64_t kExpBlock = 512;
+
+// sum_{begin <= j < end} exp(x_j - shift) in T lanes; with `store`, e_j = exp(x_j - shift)
+// written to e (which may be x).
 template <typename T, bool store>
-double sum_exp(std::conditional_t<store, T*, const T*> x, std::int64_t n, T shift,
-               const T* prefetch_row) {
-  constexpr std::int64_t kBlock = 512;
-  double total = 0.0;
-  for (std::int64_t begin = 0; begin < n; begin += kBlock) {
-    const std::int64_t end = std::min(n, begin + kBlock);
-    T lane[kLanes] = {};
-    std::int64_t j = begin;
-    for (; j + kLanes <= end; j += kLanes) {
-      prefetch_lanes(prefetch_row, j);
+T block_sum_exp(const T* x, T* e, std::int64_t begin, std::int64_t end, T shift,
+                const T* prefetch_row) {
+  T lane[kLanes] = {};
+  std::int64_t j = begin;
+  for (; j + kLanes <= end; j += kLanes) {
+    prefetch_lanes(prefetch_row, j);
 #pragma omp simd
-      for (std::int64_t k = 0; k < kLanes; ++k) {
-        const T e = vec_exp(x[j + k] - shift);
-        if constexpr (store) x[j + k] = e;
-        lane[k] += e;
-      }
+    for (std::int64_t k = 0; k < kLanes; ++k) {
+      const T v = vec_exp(x[j + k] - shift);
+      if constexpr (store) e[j + k] = v;
+      lane[k] += v;
     }
-    for (; j < end; ++j) {
-      const T e = vec_exp(x[j] - shift);
-      if constexpr (store) x[j] = e;
-      lane[0] += e;
-    }
-    T block = T(0);
-    for (std::int64_t k = 0; k < kLanes; ++k) block += lane[k];
-    total += static_cast<double>(block);
   }
+  for (; j < end; ++j) {
+    const T v = vec_exp(x[j] - shift);
+    if constexpr (store) e[j] = v;
+    lane[0] += v;
+  }
+  T block = T(0);
+  for (std::int64_t k = 0; k < kLanes; ++k) block += lane[k];
+  return block;
+}
+
+// sum_j exp(x_j - shift), with `store` also e_j = exp(x_j - shift).
+template <typename T, bool store>
+double sum_exp(const T* x, T* e, std::int64_t n, T shift, const T* prefetch_row) {
+  double total = 0.0;
+  for (std::int64_t begin = 0; begin < n; begin += kExpBlock)
+    total += static_cast<double>(
+        block_sum_exp<T, store>(x, e, begin, std::min(n, begin + kExpBlock), shift, prefetch_row));
   return total;
 }
 
-// The max of a row and the sum of exp(x_j - max): one read from memory for the max, the second
-// from L2. -inf entries (masked keys) contribute nothing; a row of -inf has sum 0. Consumers
-// compute exp(x - max) / sum and (max - x) + log(sum), exact where x - max is exact.
+// The max of a row and the sum of exp(x_j - max), in one read of the row ("online softmax",
+// Milakov & Gimelshein 2018, by blocks): each block's max is taken and its exponentials summed
+// while it is in L1, against the running max m; when a block raises m to m', the sum so far is
+// rescaled by exp(m - m') (in float64). A separate max pass would wait on memory without
+// computing, then exponentiate from L2 without reading memory. -inf entries (masked keys)
+// contribute nothing; a row of -inf has sum 0. Consumers compute (max - x) + log(sum).
 template <typename T>
 struct RowStats {
   T max;
@@ -96,10 +106,23 @@ struct RowStats {
 };
 
 template <typename T>
-RowStats<T> row_stats(const T* x, std::int64_t n, const T* prefetch_row) {
-  const T m = row_max(x, n);
-  if (m == -std::numeric_limits<T>::infinity()) return {m, 0.0};
-  return {m, sum_exp<T, false>(x, n, m, prefetch_row)};
+RowStats<T> row_stats(const T* x, std::int64_t n) {
+  // Fetches the data two blocks ahead (past the row's end: the next row's start) while a
+  // block is exponentiated, so that memory and arithmetic overlap.
+  constexpr std::int64_t kPrefetchAhead = 2 * kExpBlock;
+  RowStats<T> stats{-std::numeric_limits<T>::infinity(), 0.0};
+  for (std::int64_t begin = 0; begin < n; begin += kExpBlock) {
+    const std::int64_t end = std::min(n, begin + kExpBlock);
+    const T block_max = row_max(x + begin, end - begin);
+    if (block_max > stats.max) {
+      stats.sum *= std::exp(static_cast<double>(stats.max) - static_cast<double>(block_max));
+      stats.max = block_max;
+    }
+    if (stats.max == -std::numeric_limits<T>::infinity()) continue;
+    stats.sum += static_cast<double>(
+        block_sum_exp<T, false>(x, nullptr, begin, end, stats.max, x + kPrefetchAhead));
+  }
+  return stats;
 }
 
 // The row after r in the same task (tasks own contiguous rows under schedule(static)), or null.
@@ -108,22 +131,29 @@ const T* next_row(const T* x, std::int64_t r, std::int64_t rows, std::int64_t co
   return r + 1 < rows ? x + (r + 1) * cols : nullptr;
 }
 
+// log_softmax: y = (x - max) - log(sum); softmax: y = e / sum with e = exp(x - max) stored by
+// the summing pass, so each element is exponentiated once.
 template <typename T>
 void softmax_forward_rows(const SoftmaxArgs& a, const T* x, T* y) {
   parallel_tasks(a.rows, a.rows * a.cols, [&](std::int64_t r) {
     const T* xr = x + r * a.cols;
     T* yr = y + r * a.cols;
     const std::int64_t n = visible_cols(a, r);
-    const RowStats<T> stats = row_stats(xr, n, next_row(x, r, a.rows, a.cols));
     if (a.log) {
+      const RowStats<T> stats = row_stats(xr, n);
       const T log_sum = static_cast<T>(std::log(stats.sum));
       for (std::int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - stats.max) - log_sum;
       for (std::int64_t j = n; j < a.cols; ++j) yr[j] = -std::numeric_limits<T>::infinity();
-    } else {
-      const T inv = static_cast<T>(1.0 / stats.sum);
-      for (std::int64_t j = 0; j < n; ++j) yr[j] = vec_exp(xr[j] - stats.max) * inv;
-      for (std::int64_t j = n; j < a.cols; ++j) yr[j] = T(0);
+      return;
     }
+    const T max = row_max(xr, n);
+    const bool empty_row = max == -std::numeric_limits<T>::infinity();  // every key masked
+    const double sum =
+        empty_row ? 0.0 : sum_exp<T, true>(xr, yr, n, max, next_row(x, r, a.rows, a.cols));
+    const T inv = static_cast<T>(1.0 / sum);
+    if (empty_row) std::fill(yr, yr + n, std::numeric_limits<T>::quiet_NaN());
+    for (std::int64_t j = 0; j < n; ++j) yr[j] *= inv;
+    for (std::int64_t j = n; j < a.cols; ++j) yr[j] = T(0);
   });
 }
 
@@ -170,51 +200,62 @@ void layer_norm_forward_rows(std::int64_t rows, std::int64_t cols, double eps, c
 // With xhat = (x - mean) * rstd and g = dy * gamma:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dgamma = sum_rows dy * xhat,
 //   dbeta = sum_rows dy.
-// dgamma/dbeta are summed per fixed block of rows, then the blocks in order.
+// One task per block of rows: per row, one pass for both means (8 float64 lanes each, as
+// lane_sum) and one that writes dx and adds the row to the block's dgamma/dbeta partials, so x
+// and dy are read from memory once. The blocks' partials are then summed in block order. The
+// block size depends on the row count only (deterministic for any thread count).
 template <typename T>
 void layer_norm_backward_rows(std::int64_t rows, std::int64_t cols, const T* x, const T* gamma,
                               const T* mean, const T* rstd, const T* dy, T* dx, T* dgamma,
                               T* dbeta) {
-  parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
-    const T* xr = x + r * cols;
-    const T* gr = dy + r * cols;
-    const T m = mean[r], s = rstd[r];
-    const double sum_g =
-        lane_sum(cols, [=](std::int64_t j) { return static_cast<double>(gr[j]) * gamma[j]; });
-    const double sum_gx = lane_sum(cols, [=](std::int64_t j) {
-      return static_cast<double>(gr[j]) * gamma[j] * ((xr[j] - m) * s);
-    });
-    const T mean_g = static_cast<T>(sum_g / cols), mean_gx = static_cast<T>(sum_gx / cols);
-    T* out = dx + r * cols;
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const T xhat = (xr[j] - m) * s;
-      out[j] = s * (gr[j] * gamma[j] - mean_g - xhat * mean_gx);
-    }
-  });
-  constexpr std::int64_t kRowBlock = 64;
-  const std::int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  const std::int64_t row_block = std::clamp<std::int64_t>(rows / 16, 1, 64);
+  const std::int64_t blocks = (rows + row_block - 1) / row_block;
   std::vector<double> partial_gamma(blocks * cols), partial_beta(blocks * cols);
   parallel_tasks(blocks, rows * cols, [&](std::int64_t b) {
     double* pg = partial_gamma.data() + b * cols;
     double* pb = partial_beta.data() + b * cols;
-    for (std::int64_t r = b * kRowBlock; r < std::min(rows, (b + 1) * kRowBlock); ++r) {
+    for (std::int64_t r = b * row_block; r < std::min(rows, (b + 1) * row_block); ++r) {
       const T* xr = x + r * cols;
       const T* gr = dy + r * cols;
-      for (std::int64_t j = 0; j < cols; ++j) {
-        pg[j] += static_cast<double>(gr[j]) * ((xr[j] - mean[r]) * rstd[r]);
-        pb[j] += gr[j];
+      const T m = mean[r], s = rstd[r];
+      double acc_g[8] = {}, acc_gx[8] = {};
+      std::int64_t j = 0;
+      for (; j + 8 <= cols; j += 8)
+        for (int k = 0; k < 8; ++k) {
+          const double g = static_cast<double>(gr[j + k]) * gamma[j + k];
+          acc_g[k] += g;
+          acc_gx[k] += g * ((xr[j + k] - m) * s);
+        }
+      for (; j < cols; ++j) {
+        const double g = static_cast<double>(gr[j]) * gamma[j];
+        acc_g[j % 8] += g;
+        acc_gx[j % 8] += g * ((xr[j] - m) * s);
+      }
+      const auto lanes = [](const double* acc) {
+        return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+      };
+      const T mean_g = static_cast<T>(lanes(acc_g) / cols);
+      const T mean_gx = static_cast<T>(lanes(acc_gx) / cols);
+      T* out = dx + r * cols;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const T g = gr[c], xhat = (xr[c] - m) * s;
+        out[c] = s * (g * gamma[c] - mean_g - xhat * mean_gx);
+        pg[c] += static_cast<double>(g) * xhat;
+        pb[c] += g;
       }
     }
   });
-  for (std::int64_t j = 0; j < cols; ++j) {
-    double g = 0.0, b = 0.0;
-    for (std::int64_t k = 0; k < blocks; ++k) {
-      g += partial_gamma[k * cols + j];
-      b += partial_beta[k * cols + j];
+  parallel_chunks(cols, 4096, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t j = begin; j < end; ++j) {
+      double g = 0.0, b = 0.0;
+      for (std::int64_t k = 0; k < blocks; ++k) {
+        g += partial_gamma[k * cols + j];
+        b += partial_beta[k * cols + j];
+      }
+      dgamma[j] = static_cast<T>(g);
+      dbeta[j] = static_cast<T>(b);
     }
-    dgamma[j] = static_cast<T>(g);
-    dbeta[j] = static_cast<T>(b);
-  }
+  });
 }
 
 // loss = logsumexp(x) - x[target], logsumexp saved for backward.
@@ -224,7 +265,7 @@ void cross_entropy_forward_rows(std::int64_t rows, std::int64_t cols, const T* l
                                 T* logsumexp) {
   parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
     const T* xr = logits + r * cols;
-    const RowStats<T> stats = row_stats(xr, cols, next_row(logits, r, rows, cols));
+    const RowStats<T> stats = row_stats(xr, cols);
     const T log_sum = static_cast<T>(std::log(stats.sum));
     logsumexp[r] = stats.max + log_sum;
     loss[r] = targets[r] == ignore_index ? T(0) : (stats.max - xr[targets[r]]) + log_sum;
@@ -261,7 +302,7 @@ void cross_entropy_exp_rows(std::int64_t rows, std::int64_t cols, T* logits,
     const bool all_minus_inf = max == -std::numeric_limits<T>::infinity();  // no softmax
     const T target_logit = ignored ? T(0) : xr[targets[r]];
     const double sum =
-        all_minus_inf ? 0.0 : sum_exp<T, true>(xr, cols, max, next_row(logits, r, rows, cols));
+        all_minus_inf ? 0.0 : sum_exp<T, true>(xr, xr, cols, max, next_row(logits, r, rows, cols));
     const T log_sum = static_cast<T>(std::log(sum));
     logsumexp[r] = max + log_sum;
     loss[r] = ignored ? T(0) : (max - target_logit) + log_sum;

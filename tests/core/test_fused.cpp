@@ -1,5 +1,6 @@
 // Each fused op equals its composition from core ops, in value and in gradient (float64,
 // 1e-10 relative), and the softmax family stays finite for logits of +-1e4.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -317,4 +318,43 @@ TEST_CASE("float32 softmax and cross-entropy over a wide vocabulary agree with f
   loss64.backward();
   agree(x32.grad(), x64.grad());
   agree(w32.grad(), w64.grad());
+}
+
+TEST_CASE("float32 row statistics hold when a later block raises the max or earlier ones are -inf",
+          "[fused]") {
+  // Rows of 2,000: more than three 512-element blocks, whose running max and sum are rescaled
+  // whenever a block raises the max (row 0 rises at every block) or replaces -inf (rows 1, 2).
+  constexpr std::int64_t kCols = 2000;
+  constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+  std::vector<double> values(3 * kCols);
+  for (std::int64_t j = 0; j < kCols; ++j) {
+    values[j] = -30.0 + 60.0 * j / (kCols - 1);
+    values[kCols + j] = j < 1100 ? kMinusInf : std::sin(0.1 * j);
+    values[2 * kCols + j] = j == kCols - 1 ? 7.0 : kMinusInf;
+  }
+  const Tensor logits = from_vector(values, {3, kCols});
+  const std::vector<std::int64_t> target_ids{kCols - 2, 1500, kCols - 1};
+  // log sum_j exp(x_j) - x_target per row, in float64 on the host; the mean over the rows.
+  double reference_loss = 0.0;
+  for (std::int64_t r = 0; r < 3; ++r) {
+    const double* row = values.data() + r * kCols;
+    const double m = *std::max_element(row, row + kCols);
+    double s = 0.0;
+    for (std::int64_t j = 0; j < kCols; ++j) s += std::exp(row[j] - m);
+    reference_loss += (m + std::log(s) - row[target_ids[r]]) / 3.0;
+  }
+  const Tensor logits32 = logits.to(DType::f32);
+  REQUIRE_NEAR(softmax(logits32).to(DType::f64), composed_softmax(logits, 1), 2e-6, 1e-7);
+  const double loss = cross_entropy(logits32, from_vector(target_ids, {3})).item<double>();
+  CHECK(loss == Approx(reference_loss).epsilon(2e-6));
+  const std::vector<double> log_p = log_softmax(logits32).to(DType::f64).to_vector<double>();
+  const std::vector<double> p = softmax(logits).to_vector<double>();
+  for (std::int64_t i = 0; i < 3 * kCols; ++i) {
+    INFO("element " << i);
+    if (values[i] == kMinusInf) {
+      REQUIRE(log_p[i] == kMinusInf);
+    } else {
+      REQUIRE(log_p[i] == Approx(std::log(p[i])).epsilon(2e-6).margin(1e-5));
+    }
+  }
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 
 #include "core/cpu/blas_library.h"
 #include "core/kiln.h"
@@ -75,4 +76,37 @@ TEST_CASE("the GEMM is not Eigen's when a BLAS library is installed", "[gemm]") 
   const Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   const Tensor b = from_vector<float>({7, 8, 9, 10, 11, 12}, {3, 2});
   CHECK(matmul(a, b).to_vector<float>() == std::vector<float>{58, 64, 139, 154});
+}
+
+TEST_CASE("large narrow products go through BLIS on Zen, the rest through the default library",
+          "[gemm]") {
+  const BlasLibrary* fallback = gemm_library();
+  const BlasLibrary* blis = blas_library("blis");
+  const bool zen_blis = !forced_by_environment() && fallback != nullptr &&
+                        fallback->name == "openblas" && blis != nullptr &&
+                        blis->kernels.rfind("zen", 0) == 0;
+  INFO("environment: " << environment_summary());
+  // The LM head's dE (n 256) and the QKV projection (n 768): BLIS on Zen.
+  for (const auto& [m, n, k] : {std::tuple{33278, 256, 2048}, std::tuple{2048, 768, 256}}) {
+    INFO("m " << m << " n " << n << " k " << k);
+    CHECK(gemm_library(m, n, k) == (zen_blis ? blis : fallback));
+  }
+  // Wide (the logits, n 33278), square (1024^3, n above 768) and small products: the default.
+  for (const auto& [m, n, k] :
+       {std::tuple{2048, 33278, 256}, std::tuple{1024, 1024, 1024}, std::tuple{64, 256, 64}}) {
+    INFO("m " << m << " n " << n << " k " << k);
+    CHECK(gemm_library(m, n, k) == fallback);
+  }
+  CHECK((gemm_source().find("for n <= 768") != std::string::npos) == zen_blis);
+  // A product through the narrow path equals the one through the default library's CBLAS.
+  Generator gen(4);
+  const Tensor a = uniform({2048, 256}, -1, 1, {}, &gen), b = uniform({256, 256}, -1, 1, {}, &gen);
+  const Tensor c = matmul(a, b);
+  const Tensor reference = matmul(a.to(DType::f64), b.to(DType::f64));
+  REQUIRE(c.dtype() == DType::f32);
+  const std::vector<float> got = c.to_vector<float>();
+  const std::vector<double> want = reference.to_vector<double>();
+  for (std::size_t i = 0; i < got.size(); i += 997) REQUIRE(got[i] == Approx(want[i]).margin(1e-4));
+  if (!zen_blis)
+    std::puts("note: not a Zen CPU with BLIS and OpenBLAS installed; checked the default");
 }
