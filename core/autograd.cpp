@@ -264,7 +264,11 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     }
     if (!retain_graph) node->release();
     const std::vector<Edge>& edges = node->next_edges();
-    KILN_ASSERT(grads.empty() || grads.size() == edges.size());
+    // record() is public: a user's backward that returns the wrong number of gradients is an
+    // error in any build, not a debug assertion (a release build would drop the missing ones).
+    KILN_CHECK(grads.empty() || grads.size() == edges.size(),
+               "{}: backward returned {} gradients for {} inputs", node->name(), grads.size(),
+               edges.size());
     for (std::size_t i = 0; i < edges.size(); ++i) {
       const Edge& edge = edges[i];
       if (!edge.node) continue;

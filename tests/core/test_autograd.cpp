@@ -2,6 +2,7 @@
 // grad mode, and that nothing leaks.
 #include <catch2/catch.hpp>
 
+#include "core/autograd.h"
 #include "core/kiln.h"
 #include "tests/harness/near.h"
 
@@ -150,4 +151,23 @@ TEST_CASE("10,000 forward/backward steps leave no tensors, storages or nodes beh
   REQUIRE(live_tensor_count() == tensors);
   REQUIRE(Storage::live_count() == storages);
   REQUIRE(Node::live_count() == nodes);
+}
+
+TEST_CASE("a backward that returns too few or too many gradients is an error naming the op",
+          "[autograd]") {
+  const Tensor a = from_vector<double>({1.0, 2.0}, {2}).requires_grad_();
+  const Tensor b = from_vector<double>({3.0, 4.0}, {2}).requires_grad_();
+  for (const std::size_t returned : {std::size_t{1}, std::size_t{3}}) {
+    INFO(returned << " gradients for 2 inputs");
+    Tensor out = empty({2}, {DType::f64});
+    out.copy_(a.detach() * b.detach());
+    record("user_product", out, {a, b}, {a, b}, [returned](const Tensor& g, const Saved& s) {
+      Grads grads{g * s[1]};
+      while (grads.size() < returned) grads.push_back(g * s[0]);
+      return grads;
+    });
+    REQUIRE_THROWS_WITH(out.sum().backward(),
+                        Catch::Contains("user_product") &&
+                            Catch::Contains(std::to_string(returned) + " gradients for 2 inputs"));
+  }
 }
