@@ -1,10 +1,15 @@
 #include "core/output_file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <system_error>
+#include <utility>
 
 #include "core/error.h"
 
@@ -22,6 +27,8 @@ std::string_view kind_of(mode_t mode) {
   if (S_ISSOCK(mode)) return "a socket";
   return "a special file";
 }
+
+std::string errno_message() { return std::error_code(errno, std::generic_category()).message(); }
 
 }  // namespace
 
@@ -53,6 +60,63 @@ void check_output_file(const std::string& path, std::string_view what) {
                kind_of(info.st_mode));
     break;
   }
+}
+
+AtomicFile::AtomicFile(const std::string& target, std::string_view what)
+    : target_(target), what_(fmt::format("{} '{}': ", what, target)) {
+  check_output_file(target, what);
+  static std::atomic<std::uint64_t> counter{0};
+  for (;;) {
+    name_ = fmt::format("{}.tmp.{}.{}", target, ::getpid(), counter.fetch_add(1));
+    fd_ = ::open(name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ >= 0) break;
+    KILN_CHECK(errno == EEXIST, "{}cannot create the temporary file '{}': {}", what_, name_,
+               errno_message());
+  }
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(name_.c_str());
+}
+
+void AtomicFile::write(const void* data, std::uint64_t size) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    // Linux transfers at most about 2 GiB per write call.
+    const std::size_t chunk = std::min<std::uint64_t>(size, 1u << 30);
+    const ssize_t n = ::write(fd_, p, chunk);
+    if (n < 0 && errno == EINTR) continue;
+    KILN_CHECK(n > 0, "{}writing '{}' failed: {}", what_, name_,
+               n < 0 ? errno_message() : "no progress");
+    p += n, size -= static_cast<std::uint64_t>(n), written_ += static_cast<std::uint64_t>(n);
+  }
+}
+
+void AtomicFile::commit() {
+  KILN_CHECK(::fsync(fd_) == 0, "{}fsync of '{}' failed: {}", what_, name_, errno_message());
+  const int fd = std::exchange(fd_, -1);
+  KILN_CHECK(::close(fd) == 0, "{}closing '{}' failed: {}", what_, name_, errno_message());
+  KILN_CHECK(::rename(name_.c_str(), target_.c_str()) == 0, "{}renaming '{}' over it failed: {}",
+             what_, name_, errno_message());
+  committed_ = true;
+  // The rename is durable only once the folder's entry is on disk.
+  const std::filesystem::path parent = std::filesystem::path(target_).parent_path();
+  const std::string folder = parent.empty() ? std::string(".") : parent.string();
+  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  KILN_CHECK(dir >= 0, "{}cannot open its folder '{}' to fsync it: {}", what_, folder,
+             errno_message());
+  const bool synced = ::fsync(dir) == 0;
+  const std::string message = synced ? "" : errno_message();
+  ::close(dir);
+  KILN_CHECK(synced, "{}fsync of its folder '{}' failed: {}", what_, folder, message);
+}
+
+void write_file_atomically(const std::string& path, std::string_view contents,
+                           std::string_view what) {
+  AtomicFile file(path, what);
+  file.write(contents.data(), contents.size());
+  file.commit();
 }
 
 }  // namespace kiln

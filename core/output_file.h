@@ -7,6 +7,7 @@
 //   check_output_file("runs/lm.safetensors", "--save");   // before training starts
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -15,5 +16,38 @@ namespace kiln {
 // A kiln::Error "<what> <path>: ..." when the path exists and is not a regular file (a device, a
 // FIFO, a socket, a folder or a symbolic link), or when its folder exists and is not a folder.
 void check_output_file(const std::string& path, std::string_view what);
+
+// The writer of such a file. Bytes go to a temporary file next to the target, named so that no
+// other live writer has the name (pid and a counter; O_EXCL skips a stale one left by a dead
+// process), and commit() fsyncs it, renames it over the target and fsyncs the folder: a crash
+// leaves the old file or the new one, never part of one. Destroyed before commit(), it removes
+// the temporary file. `what` names the writer in errors, with the path: "loss curve 'a.svg': ...".
+//
+//   AtomicFile file(path, "loss curve");
+//   file.write(svg.data(), svg.size());
+//   file.commit();
+class AtomicFile {
+ public:
+  AtomicFile(const std::string& target, std::string_view what);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, std::uint64_t size);
+  void commit();
+  std::uint64_t bytes_written() const { return written_; }
+
+ private:
+  std::string target_;
+  std::string what_;
+  std::string name_;
+  int fd_ = -1;
+  bool committed_ = false;
+  std::uint64_t written_ = 0;
+};
+
+// `contents` written to `path` through an AtomicFile.
+void write_file_atomically(const std::string& path, std::string_view contents,
+                           std::string_view what);
 
 }  // namespace kiln

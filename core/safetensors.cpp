@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cctype>
 #include <cerrno>
@@ -64,79 +63,29 @@ thread_local std::optional<testing::SaveFault> armed_fault;
 // ---------------------------------------------------------------------------------------------
 // Writing
 
-// The temporary file of one save, next to its target: written sequentially, then committed
-// (fsync, rename over the target, fsync of the folder). Removed if the save ends any other way.
-class TempFile {
+// One save's file (core/output_file.h), with the fault a crash-safety test armed for it.
+class SaveFile {
  public:
-  TempFile(const std::string& target, const std::string& where) : target_(target), where_(where) {
-    check_output_file(target, "save_safetensors:");
-    // pid + counter makes the name unique among live writers; O_EXCL skips a stale temporary
-    // left by a dead process that had the same pid.
-    static std::atomic<std::uint64_t> counter{0};
-    for (;;) {
-      name_ = fmt::format("{}.tmp.{}.{}", target, ::getpid(), counter.fetch_add(1));
-      fd_ = ::open(name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ >= 0) break;
-      KILN_CHECK(errno == EEXIST, "{}cannot create the temporary file '{}': {}", where_, name_,
-                 errno_message());
-    }
-    fault_ = std::exchange(armed_fault, std::nullopt);
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(name_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
+  explicit SaveFile(const std::string& target)
+      : target_(target),
+        file_(target, "save_safetensors:"),
+        fault_(std::exchange(armed_fault, std::nullopt)) {}
 
   void write(const void* data, std::uint64_t size) {
     const auto* p = static_cast<const char*>(data);
-    if (fault_ && written_ + size >= fault_->after_bytes) {
-      write_all(p, fault_->after_bytes - written_);
+    const std::uint64_t written = file_.bytes_written();
+    if (fault_ && written + size >= fault_->after_bytes) {
+      file_.write(p, fault_->after_bytes - written);
       fault_->crash();
-      fail("{}injected fault after {} bytes", where_, written_);
+      fail("save_safetensors: '{}': injected fault after {} bytes", target_, file_.bytes_written());
     }
-    write_all(p, size);
+    file_.write(p, size);
   }
-
-  void commit() {
-    KILN_CHECK(::fsync(fd_) == 0, "{}fsync of '{}' failed: {}", where_, name_, errno_message());
-    const int fd = std::exchange(fd_, -1);
-    KILN_CHECK(::close(fd) == 0, "{}closing '{}' failed: {}", where_, name_, errno_message());
-    KILN_CHECK(::rename(name_.c_str(), target_.c_str()) == 0, "{}renaming '{}' over it failed: {}",
-               where_, name_, errno_message());
-    committed_ = true;
-    // The rename is durable only once the folder's entry is on disk.
-    const std::filesystem::path parent = std::filesystem::path(target_).parent_path();
-    const std::string folder = parent.empty() ? std::string(".") : parent.string();
-    const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    KILN_CHECK(dir >= 0, "{}cannot open its folder '{}' to fsync it: {}", where_, folder,
-               errno_message());
-    const bool synced = ::fsync(dir) == 0;
-    const std::string message = synced ? "" : errno_message();
-    ::close(dir);
-    KILN_CHECK(synced, "{}fsync of its folder '{}' failed: {}", where_, folder, message);
-  }
+  void commit() { file_.commit(); }
 
  private:
-  void write_all(const char* p, std::uint64_t size) {
-    while (size > 0) {
-      // Linux transfers at most about 2 GiB per write call.
-      const std::size_t chunk = std::min<std::uint64_t>(size, 1u << 30);
-      const ssize_t n = ::write(fd_, p, chunk);
-      if (n < 0 && errno == EINTR) continue;
-      KILN_CHECK(n > 0, "{}writing '{}' failed: {}", where_, name_,
-                 n < 0 ? errno_message() : "no progress");
-      p += n, size -= static_cast<std::uint64_t>(n), written_ += static_cast<std::uint64_t>(n);
-    }
-  }
-
   std::string target_;
-  std::string where_;
-  std::string name_;
-  int fd_ = -1;
-  bool committed_ = false;
-  std::uint64_t written_ = 0;
+  AtomicFile file_;
   std::optional<testing::SaveFault> fault_;
 };
 
@@ -464,7 +413,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(text.size() >> (8 * i));
-  TempFile file(path, where);
+  SaveFile file(path);
   file.write(length, sizeof(length));
   file.write(text.data(), text.size());
   for (const Item& item : items) {

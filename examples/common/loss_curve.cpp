@@ -1,11 +1,8 @@
 #include "examples/common/loss_curve.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 
 #include <fmt/format.h>
@@ -128,16 +125,7 @@ std::string loss_curve_svg(const LossCurve& curve, std::string_view title) {
 }
 
 void write_loss_curve(const std::string& path, const LossCurve& curve, std::string_view title) {
-  check_output_file(path, "loss curve");
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << loss_curve_svg(curve, title);
-    KILN_CHECK(out.good(), "loss curve {}: cannot write {}: {}", path, tmp, std::strerror(errno));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  KILN_CHECK(!ec, "loss curve {}: cannot rename {} over it: {}", path, tmp, ec.message());
+  write_file_atomically(path, loss_curve_svg(curve, title), "loss curve");
 }
 
 std::string curve_path(const std::string& checkpoint_path) {
