@@ -191,6 +191,19 @@ TokenStream tokenize_text_fixed(std::string_view text, std::string_view source,
   return out;
 }
 
+std::vector<std::string_view> split_words(std::string_view text, std::string_view source) {
+  check_text(text, source);
+  std::vector<std::string_view> words;
+  split_text(text, [&](std::string_view word, std::int64_t) {
+    words.push_back(word);
+    return std::int64_t{0};
+  });
+  // split_text ends a last line without a line ending with "<eos>", as a corpus file's.
+  const bool ends_line = !text.empty() && (text.back() == '\n' || text.back() == '\r');
+  if (!ends_line && !words.empty()) words.pop_back();
+  return words;
+}
+
 std::string read_text_file(const std::filesystem::path& path) {
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(path, ec);

@@ -7,16 +7,13 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "data/corpus.h"
 
 namespace kiln {
 
 EncodedText encode_words(std::string_view text, const Vocabulary& vocab, std::string_view flag) {
-  constexpr std::string_view kWhitespace = " \t\n\r\v\f";
   EncodedText encoded;
-  std::size_t begin = text.find_first_not_of(kWhitespace);
-  while (begin != std::string_view::npos) {
-    const std::size_t end = std::min(text.find_first_of(kWhitespace, begin), text.size());
-    const std::string_view word = text.substr(begin, end - begin);
+  for (const std::string_view word : split_words(text, flag)) {
     if (const std::optional<std::int64_t> id = vocab.find(word)) {
       encoded.ids.push_back(*id);
     } else {
@@ -26,7 +23,6 @@ EncodedText encode_words(std::string_view text, const Vocabulary& vocab, std::st
       encoded.ids.push_back(vocab.unk());
       encoded.unknown.emplace_back(word);
     }
-    begin = text.find_first_not_of(kWhitespace, end);
   }
   return encoded;
 }
