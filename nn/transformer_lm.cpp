@@ -69,19 +69,24 @@ Tensor TransformerLM::hidden(const Tensor& ids, std::vector<KVCache>* caches,
 
 Tensor TransformerLM::forward(const Tensor& ids, std::vector<KVCache>* caches,
                               std::vector<Tensor>* attention) const {
-  const Tensor x = hidden(ids, caches, attention);
-  profile::Scope vocabulary_region(profile::Family::vocabulary);
-  return matmul(x, embedding->weight.t());  // logits = X E^T, tied
+  return logits(hidden(ids, caches, attention));
 }
 
-Tensor TransformerLM::loss(const Tensor& inputs, const Tensor& targets) const {
+Tensor TransformerLM::logits(const Tensor& hidden_states) const {
+  profile::Scope vocabulary_region(profile::Family::vocabulary);
+  return matmul(hidden_states, embedding->weight.t());  // logits = X E^T, tied
+}
+
+Tensor TransformerLM::loss(const Tensor& inputs, const Tensor& targets,
+                           std::int64_t ignore_index) const {
   KILN_CHECK(targets.shape() == inputs.shape(),
              "TransformerLM: targets {} and inputs {} must have the same shape", targets.shape(),
              inputs.shape());
   const Tensor x = hidden(inputs);  // (B, T, d)
-  // logits = X E^T and their cross-entropy, fused: the (B T, V) logits are never kept apart.
   return linear_cross_entropy(x.view({-1, config_.d_model}), embedding->weight,
-                              targets.reshape({-1}));
+                              targets.reshape({-1}), ignore_index);
 }
+
+Device TransformerLM::device() const { return embedding->weight.device(); }
 
 }  // namespace kiln::nn

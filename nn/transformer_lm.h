@@ -44,9 +44,17 @@ class TransformerLM : public Module {
   Tensor hidden(const Tensor& ids, std::vector<KVCache>* caches = nullptr,
                 std::vector<Tensor>* attention = nullptr) const;
 
-  // Mean cross-entropy of next-token prediction: inputs and targets (B, T) int64. Computed by
-  // the fused linear_cross_entropy (core/ops/linear_cross_entropy.h).
-  Tensor loss(const Tensor& inputs, const Tensor& targets) const;
+  // The tied output layer, the one place it is computed: hidden states (..., d) -> logits
+  // (..., vocab) = X E^T.
+  Tensor logits(const Tensor& hidden_states) const;
+
+  // Mean cross-entropy of next-token prediction over the targets that are not ignore_index:
+  // inputs and targets (B, T) int64. Computed by the fused linear_cross_entropy
+  // (core/ops/linear_cross_entropy.h): the (B T, vocab) logits are never kept apart.
+  Tensor loss(const Tensor& inputs, const Tensor& targets, std::int64_t ignore_index = -100) const;
+
+  // Where the parameters are: inputs go to this device.
+  Device device() const;
 
   std::vector<KVCache> new_caches() const { return std::vector<KVCache>(blocks.size()); }
 

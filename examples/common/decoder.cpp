@@ -5,7 +5,6 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops/factories.h"
-#include "core/ops/matmul.h"
 
 namespace kiln {
 
@@ -48,11 +47,10 @@ std::vector<float> Decoder::run(const std::vector<std::int64_t>& ids, bool use_c
                vocab);
   NoGradGuard no_grad;
   const auto T = static_cast<std::int64_t>(ids.size());
-  const Tensor input = from_vector(ids, {1, T}, model_.embedding->weight.device());  // (1, T)
-  const Tensor hidden = model_.hidden(input, use_cache ? &caches_ : nullptr);        // (1, T, d)
-  // Only the last position is sampled from: its logits are X_T E^T.
-  const Tensor last = hidden.select(1, T - 1);                           // (1, d)
-  return matmul(last, model_.embedding->weight.t()).to_vector<float>();  // (1, vocab)
+  const Tensor input = from_vector(ids, {1, T}, model_.device());              // (1, T)
+  const Tensor hidden = model_.hidden(input, use_cache ? &caches_ : nullptr);  // (1, T, d)
+  // Only the last position is sampled from.
+  return model_.logits(hidden.select(1, T - 1)).to_vector<float>();  // (1, vocab)
 }
 
 std::vector<std::int64_t> generate_tokens(Decoder& decoder, std::span<const std::int64_t> prompt,

@@ -9,7 +9,6 @@
 #include "core/autograd.h"
 #include "core/checked.h"
 #include "core/ops/factories.h"
-#include "core/ops/linear_cross_entropy.h"
 
 namespace kiln {
 
@@ -49,7 +48,7 @@ EvalResult evaluate(nn::TransformerLM& model, const std::vector<std::int64_t>& t
              "target)",
              N, B);
   const std::int64_t R = N / B;  // rows; column b is tokens [b·R, (b+1)·R)
-  const Device device = model.embedding->weight.device();
+  const Device device = model.device();
   const auto start = std::chrono::steady_clock::now();
 
   EvalModeGuard eval_mode(model);
@@ -66,10 +65,8 @@ EvalResult evaluate(nn::TransformerLM& model, const std::vector<std::int64_t>& t
   auto flush = [&] {
     if (pending == 0) return;
     const std::int64_t rows = pending * B;
-    const Tensor hidden = model.hidden(from_vector(inputs, {rows, pending_t}, device));
-    const Tensor loss =
-        linear_cross_entropy(hidden.view({rows * pending_t, -1}), model.embedding->weight,
-                             from_vector(targets, {rows * pending_t}, device), kNotScored);
+    const Tensor loss = model.loss(from_vector(inputs, {rows, pending_t}, device),
+                                   from_vector(targets, {rows, pending_t}, device), kNotScored);
     loss_sum += loss.item<double>() * static_cast<double>(rows * pending_n);  // mean → sum
     result.tokens += rows * pending_n;
     inputs.clear();

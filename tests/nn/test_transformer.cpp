@@ -315,3 +315,30 @@ TEST_CASE("a tiny TransformerLM overfits one batch to a loss below 0.05", "[nn][
   INFO("loss " << loss_value << " after " << step << " steps");
   REQUIRE(loss_value < 0.05);
 }
+
+TEST_CASE("TransformerLM owns its output layer: logits, loss with ignored targets, device",
+          "[nn]") {
+  manual_seed(21);
+  TransformerLM model(tiny());
+  model.to(DType::f64);
+  model.eval();
+  const Tensor ids = random_ids({2, 5}, 13, 22);
+  const Tensor hidden_states = model.hidden(ids);
+  const Tensor logits = model.logits(hidden_states);
+  REQUIRE(logits.shape() == Shape{2, 5, 13});
+  REQUIRE_NEAR(logits, matmul(hidden_states, model.embedding->weight.t()), 0, 0);
+  REQUIRE_NEAR(model.forward(ids), logits, 0, 0);
+  // The last position alone, as a decoder samples it.
+  REQUIRE_NEAR(model.logits(hidden_states.select(1, 4)), logits.select(1, 4), 0, 0);
+
+  // Targets equal to ignore_index are left out of the mean.
+  std::vector<std::int64_t> target_ids = random_ids({2, 5}, 13, 23).to_vector<std::int64_t>();
+  target_ids[1] = target_ids[7] = -7;
+  const Tensor targets = from_vector(target_ids, {2, 5});
+  const std::vector<double> log_p = log_softmax(logits.view({10, 13})).to_vector<double>();
+  double expected = 0.0;
+  for (std::int64_t r = 0; r < 10; ++r)
+    if (target_ids[r] != -7) expected -= log_p[r * 13 + target_ids[r]] / 8.0;
+  CHECK(model.loss(ids, targets, -7).item<double>() == Approx(expected).epsilon(1e-12));
+  CHECK(model.device() == Device::cpu());
+}
