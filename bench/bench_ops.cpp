@@ -3,7 +3,8 @@
 //                                       is kiln (the backend's GEMM, as training calls it) and
 //                                       each library alone: openblas, blis (when installed),
 //                                       eigen -- the step's GEMMs against every ceiling
-//   <kernel> rows cols threads GB/s     bytes read + written per second
+//   <kernel> rows cols threads GB/s     bytes read + written per second; memory_read and
+//                                       memory_copy first: the memory's own rate in this run
 //   attention_tiled|materialized T ...  causal attention forward + backward: time, peak memory
 // First it prints the CPU, threads, compiler flags and GEMM source. --quick runs fewer
 // repetitions (under 30 s on a 2-core machine).
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -107,12 +109,38 @@ void bench_rows(const char* name, std::int64_t rows, std::int64_t cols, double b
               static_cast<long long>(cols), threads, bytes_per_element * rows * cols / s * 1e-9);
 }
 
+// What the memory gives in the same run, to read the row kernels against: a read of x (summed
+// per chunk) and a copy of x to y, in parallel chunks of rows, counted as the kernels count.
+void bench_memory(const Tensor& x, const Tensor& y, int threads, int repeats) {
+  const std::int64_t rows = x.size(0), cols = x.size(1);
+  const float* source = x.data<float>();
+  float* target = y.data<float>();
+  std::vector<float> chunk_sums(rows);
+  bench_rows("memory_read", rows, cols, 4, threads, repeats, [&] {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float lanes[16] = {};
+      const float* row = source + r * cols;
+      for (std::int64_t j = 0; j + 16 <= cols; j += 16)
+#pragma omp simd
+        for (int k = 0; k < 16; ++k) lanes[k] += row[j + k];
+      chunk_sums[r] = std::accumulate(lanes, lanes + 16, 0.0f);
+    }
+  });
+  bench_rows("memory_copy", rows, cols, 8, threads, repeats, [&] {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::copy(source + r * cols, source + (r + 1) * cols, target + r * cols);
+  });
+}
+
 void bench_row_kernels(std::int64_t rows, std::int64_t cols, int threads, int repeats) {
   Backend& cpu = backend_for(Device::cpu());
   Generator gen(2);
   const Tensor x = uniform({rows, cols}, -3, 3, {}, &gen);
   const Tensor dy = uniform({rows, cols}, -1, 1, {}, &gen);
   Tensor y = empty({rows, cols}), dx = empty({rows, cols});
+  bench_memory(x, y, threads, repeats);
   SoftmaxArgs sm;
   sm.rows = rows, sm.cols = cols;
   bench_rows("softmax_forward", rows, cols, 8, threads, repeats,

@@ -115,7 +115,9 @@ RowStats<T> row_stats(const T* x, std::int64_t n) {
     const std::int64_t end = std::min(n, begin + kExpBlock);
     const T block_max = row_max(x + begin, end - begin);
     if (block_max > stats.max) {
-      stats.sum *= std::exp(static_cast<double>(stats.max) - static_cast<double>(block_max));
+      // (Nothing to rescale before the first finite block: skips a libm call per short row.)
+      if (stats.sum != 0.0)
+        stats.sum *= std::exp(static_cast<double>(stats.max) - static_cast<double>(block_max));
       stats.max = block_max;
     }
     if (stats.max == -std::numeric_limits<T>::infinity()) continue;
