@@ -86,16 +86,16 @@ Loaded& slot(const std::string& name) {
   return name == "openblas" ? openblas : name == "blis" ? blis : none;
 }
 
-// OpenBLAS first on every CPU, BLIS only when OpenBLAS is missing or KILN_GEMM=blis asks for it
-// (docs/performance.md, measured on an AMD EPYC, Zen 3, 2 threads): BLIS runs the tied LM head's
-// three GEMMs 7% faster in all, but its threads busy-wait at its own barriers, whatever
-// OMP_WAIT_POLICY says: with more threads than free cores (two programs at once, --threads above
-// the core count, or CTest running tests side by side) a gradient check took 95 s instead of 0.5.
 bool forced_by_environment() {
   const char* forced = std::getenv("KILN_GEMM");
   return forced != nullptr && forced[0] != '\0';
 }
 
+// OpenBLAS first on every CPU, BLIS only when OpenBLAS is missing or KILN_GEMM=blis asks for it
+// (docs/performance.md, measured on an AMD EPYC, Zen 3, 2 threads): BLIS runs the tied LM head's
+// three GEMMs 7% faster in all, but its threads busy-wait at its own barriers, whatever
+// OMP_WAIT_POLICY says: with more threads than free cores (two programs at once, --threads above
+// the core count, or CTest running tests side by side) a gradient check took 95 s instead of 0.5.
 const BlasLibrary* choose() {
   if (forced_by_environment()) {
     const char* forced = std::getenv("KILN_GEMM");
@@ -116,7 +116,7 @@ constexpr std::int64_t kNarrowMinMultiplyAdds = std::int64_t{1} << 26;
 
 const BlasLibrary* choose_narrow() {
   if (forced_by_environment()) return nullptr;
-  const BlasLibrary* primary = choose();
+  const BlasLibrary* primary = gemm_library();
   if (primary == nullptr || primary->name != "openblas") return nullptr;
   const BlasLibrary* blis = blas_library("blis");
   if (blis == nullptr || blis->kernels.rfind("zen", 0) != 0) return nullptr;

@@ -83,13 +83,13 @@ T block_sum_exp(const T* x, T* e, std::int64_t begin, std::int64_t end, T shift,
   return block;
 }
 
-// sum_j exp(x_j - shift), with `store` also e_j = exp(x_j - shift).
-template <typename T, bool store>
-double sum_exp(const T* x, T* e, std::int64_t n, T shift, const T* prefetch_row) {
+// e_j = exp(x_j - shift) written to e (which may be x); returns sum_j e_j.
+template <typename T>
+double store_exp_sum(const T* x, T* e, std::int64_t n, T shift, const T* prefetch_row) {
   double total = 0.0;
   for (std::int64_t begin = 0; begin < n; begin += kExpBlock)
     total += static_cast<double>(
-        block_sum_exp<T, store>(x, e, begin, std::min(n, begin + kExpBlock), shift, prefetch_row));
+        block_sum_exp<T, true>(x, e, begin, std::min(n, begin + kExpBlock), shift, prefetch_row));
   return total;
 }
 
@@ -151,7 +151,7 @@ void softmax_forward_rows(const SoftmaxArgs& a, const T* x, T* y) {
     const T max = row_max(xr, n);
     const bool empty_row = max == -std::numeric_limits<T>::infinity();  // every key masked
     const double sum =
-        empty_row ? 0.0 : sum_exp<T, true>(xr, yr, n, max, next_row(x, r, a.rows, a.cols));
+        empty_row ? 0.0 : store_exp_sum(xr, yr, n, max, next_row(x, r, a.rows, a.cols));
     const T inv = static_cast<T>(1.0 / sum);
     if (empty_row) std::fill(yr, yr + n, std::numeric_limits<T>::quiet_NaN());
     for (std::int64_t j = 0; j < n; ++j) yr[j] *= inv;
@@ -202,8 +202,8 @@ void layer_norm_forward_rows(std::int64_t rows, std::int64_t cols, double eps, c
 // With xhat = (x - mean) * rstd and g = dy * gamma:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dgamma = sum_rows dy * xhat,
 //   dbeta = sum_rows dy.
-// One task per block of rows: per row, one pass for both means (8 float64 lanes each, as
-// lane_sum) and one that writes dx and adds the row to the block's dgamma/dbeta partials, so x
+// One task per block of rows: per row, one pass for both means (lane_sum_pair) and one that
+// writes dx and adds the row to the block's dgamma/dbeta partials, so x
 // and dy are read from memory once. The blocks' partials are then summed in block order. The
 // block size depends on the row count only (deterministic for any thread count).
 template <typename T>
@@ -220,24 +220,11 @@ void layer_norm_backward_rows(std::int64_t rows, std::int64_t cols, const T* x, 
       const T* xr = x + r * cols;
       const T* gr = dy + r * cols;
       const T m = mean[r], s = rstd[r];
-      double acc_g[8] = {}, acc_gx[8] = {};
-      std::int64_t j = 0;
-      for (; j + 8 <= cols; j += 8)
-        for (int k = 0; k < 8; ++k) {
-          const double g = static_cast<double>(gr[j + k]) * gamma[j + k];
-          acc_g[k] += g;
-          acc_gx[k] += g * ((xr[j + k] - m) * s);
-        }
-      for (; j < cols; ++j) {
+      const auto [sum_g, sum_gx] = lane_sum_pair(cols, [=](std::int64_t j) {
         const double g = static_cast<double>(gr[j]) * gamma[j];
-        acc_g[j % 8] += g;
-        acc_gx[j % 8] += g * ((xr[j] - m) * s);
-      }
-      const auto lanes = [](const double* acc) {
-        return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-      };
-      const T mean_g = static_cast<T>(lanes(acc_g) / cols);
-      const T mean_gx = static_cast<T>(lanes(acc_gx) / cols);
+        return std::pair{g, g * ((xr[j] - m) * s)};
+      });
+      const T mean_g = static_cast<T>(sum_g / cols), mean_gx = static_cast<T>(sum_gx / cols);
       T* out = dx + r * cols;
       for (std::int64_t c = 0; c < cols; ++c) {
         const T g = gr[c], xhat = (xr[c] - m) * s;
@@ -304,7 +291,7 @@ void cross_entropy_exp_rows(std::int64_t rows, std::int64_t cols, T* logits,
     const bool all_minus_inf = max == -std::numeric_limits<T>::infinity();  // no softmax
     const T target_logit = ignored ? T(0) : xr[targets[r]];
     const double sum =
-        all_minus_inf ? 0.0 : sum_exp<T, true>(xr, xr, cols, max, next_row(logits, r, rows, cols));
+        all_minus_inf ? 0.0 : store_exp_sum(xr, xr, cols, max, next_row(logits, r, rows, cols));
     const T log_sum = static_cast<T>(std::log(sum));
     logsumexp[r] = max + log_sum;
     loss[r] = ignored ? T(0) : (max - target_logit) + log_sum;
