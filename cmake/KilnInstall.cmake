@@ -1,12 +1,13 @@
 # `cmake --install` puts the library, its public headers and an exported package config in the
-# prefix, so a consumer writes find_package(kiln) and links kiln::kiln.
+# prefix, so a consumer writes find_package(kiln) and links kiln::kiln (and kiln::lm for the
+# language-model toolkit).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS kiln EXPORT kilnTargets
+install(TARGETS kiln kiln_lm EXPORT kilnTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-foreach(dir core nn optim data)
+foreach(dir core nn optim data lm)
   install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/${dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "cuda" EXCLUDE PATTERN "cpu" EXCLUDE)
 endforeach()

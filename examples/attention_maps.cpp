@@ -24,10 +24,10 @@
 #include "core/ops/factories.h"
 #include "core/threads.h"
 #include "examples/common/attention_map.h"
-#include "examples/common/checkpoint.h"
 #include "examples/common/flags.h"
 #include "examples/common/program.h"
-#include "examples/common/words.h"
+#include "lm/transformer_checkpoint.h"
+#include "lm/words.h"
 
 using namespace kiln;
 
@@ -52,12 +52,12 @@ void write_file(const std::filesystem::path& path, const std::string& content) {
 void run(const Flags& flags) {
   if (flags.threads > 0) set_num_threads(flags.threads);
   const Device device = device_from_flag(flags.device);
-  const Checkpoint ckpt = read_checkpoint(flags.checkpoint);
+  const lm::TransformerCheckpoint ckpt = lm::read_transformer_checkpoint(flags.checkpoint);
   const nn::TransformerConfig& config = ckpt.config;
-  const std::unique_ptr<nn::TransformerLM> model = load_model(ckpt, device);
+  const std::unique_ptr<nn::TransformerLM> model = lm::load_model(ckpt, device);
 
-  const EncodedText text = encode_words(flags.text, ckpt.vocabulary, "--text");
-  warn_unknown_words(text, "attention_maps");
+  const lm::EncodedText text = lm::encode_words(flags.text, ckpt.vocabulary, "--text");
+  lm::warn_unknown_words(text, "attention_maps");
   const auto T = static_cast<std::int64_t>(text.ids.size());
   KILN_CHECK(T > 0, "--text has no words");
   KILN_CHECK(T <= config.max_seq_len, "--text has {} tokens but the model's max_seq_len is {}", T,

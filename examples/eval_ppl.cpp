@@ -4,12 +4,12 @@
 //   build/examples/eval_ppl --checkpoint runs/lm.best.safetensors --split valid --stride 16
 //
 // The headline protocol (DESIGN.md's interface contract, as ../shared/bench/torch_ref.py's
-// evaluate): non-overlapping windows of the training T (saved in the checkpoint), batch 10, every
-// target token counted. It prints the loss in nats, the tokens scored and the speed, then
+// lm::evaluate): non-overlapping windows of the training T (saved in the checkpoint), batch 10,
+// every target token counted. It prints the loss in nats, the tokens scored and the speed, then
 //
 //   <split> ppl <x>
 //
-// computed by the same function (examples/common/evaluate) as train_lm's final lines, and, with
+// computed by the same function (examples/common/lm::evaluate) as train_lm's final lines, and, with
 // the checkpoint's thread count (the default), equal to them bit for bit. --stride S < T adds a
 // separately labelled line, "<split> ppl (stride S) <x>", from sliding windows that score each
 // target once with more left context. The text is read with the checkpoint's vocabulary: words
@@ -25,13 +25,13 @@
 #include "core/build_info.h"
 #include "core/threads.h"
 #include "data/corpus.h"
-#include "examples/common/checkpoint.h"
-#include "examples/common/evaluate.h"
 #include "examples/common/flags.h"
 #include "examples/common/options.h"
 #include "examples/common/program.h"
 #include "examples/common/signals.h"
-#include "examples/common/train_state.h"
+#include "lm/evaluate.h"
+#include "lm/train_state.h"
+#include "lm/transformer_checkpoint.h"
 
 using namespace kiln;
 
@@ -70,7 +70,7 @@ int eval(int argc, char** argv) {
   KILN_CHECK(!std::filesystem::is_regular_file(dir),
              "--data {}: a file, not a folder; give the folder that holds valid.txt and test.txt",
              dir);
-  const Checkpoint ckpt = read_checkpoint(checkpoint_path);
+  const lm::TransformerCheckpoint ckpt = lm::read_transformer_checkpoint(checkpoint_path);
   const auto train_entry = ckpt.metadata.find("train");
   const std::int64_t T = seq_len > 0                          ? seq_len
                          : train_entry != ckpt.metadata.end() ? saved_seq_len(train_entry->second)
@@ -82,13 +82,13 @@ int eval(int argc, char** argv) {
   const std::int64_t S = stride > 0 ? stride : T;
   KILN_CHECK(S <= T, "--stride {}: expected an integer in [1, {}] (the window length)", stride, T);
   const Device device = device_from_flag(device_text);
-  set_num_threads(threads > 0                    ? threads
-                  : checkpoint_threads(ckpt) > 0 ? checkpoint_threads(ckpt)
-                                                 : num_threads());
+  set_num_threads(threads > 0                        ? threads
+                  : lm::checkpoint_threads(ckpt) > 0 ? lm::checkpoint_threads(ckpt)
+                                                     : num_threads());
   release_stop_signals();
   fmt::print("{}\n", environment_summary());
 
-  const auto model = load_model(ckpt, device);
+  const auto model = lm::load_model(ckpt, device);
   const auto step = ckpt.metadata.find("step");
   fmt::print("checkpoint {}: step {} | {} parameters | vocab {} | T {}\n", checkpoint_path,
              step != ckpt.metadata.end() ? step->second : "?", model->num_parameters(),
@@ -105,7 +105,7 @@ int eval(int argc, char** argv) {
 
   const auto cancelled = [] { return stop_signal() != 0; };
   // Prints "<split> loss<suffix> ..." and "<split> ppl<suffix> <x>"; false if interrupted.
-  const auto report = [&](const EvalResult& r, const std::string& suffix) {
+  const auto report = [&](const lm::EvalResult& r, const std::string& suffix) {
     if (!r.complete) {
       fmt::print(stderr, "eval_ppl: interrupted by {}\n", signal_name(stop_signal()));
       return false;
@@ -118,15 +118,15 @@ int eval(int argc, char** argv) {
     fmt::print("{} loss{} {:.4f} nats per token | {} tokens scored | {:.0f} tokens/s | {:.1f}s\n",
                split, suffix, r.loss, r.tokens,
                r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0, r.seconds);
-    fmt::print("{} ppl{} {}\n", split, suffix, format_ppl(r.loss));
+    fmt::print("{} ppl{} {}\n", split, suffix, lm::format_ppl(r.loss));
     return true;
   };
-  const EvalOptions options{.batch_size = batch_size, .seq_len = T, .cancelled = cancelled};
-  if (!report(evaluate(*model, text.ids, options), "")) return 1;
+  const lm::EvalOptions options{.batch_size = batch_size, .seq_len = T, .cancelled = cancelled};
+  if (!report(lm::evaluate(*model, text.ids, options), "")) return 1;
   if (S < T) {
-    EvalOptions sliding = options;
+    lm::EvalOptions sliding = options;
     sliding.stride = S;
-    if (!report(evaluate(*model, text.ids, sliding), fmt::format(" (stride {})", S))) return 1;
+    if (!report(lm::evaluate(*model, text.ids, sliding), fmt::format(" (stride {})", S))) return 1;
   }
   return 0;
 }

@@ -7,7 +7,7 @@
 //       --tokens 50 --temperature 0.8 --top-p 0.95 --seed 1      (one command line)
 //
 // The same seed gives the same text on every machine (kiln's Philox generator, see
-// examples/common/sampling.h). --bench also times the uncached path, which re-runs the whole
+// lm/sampling.h). --bench also times the uncached path, which re-runs the whole
 // context for every token, and reports both speeds.
 #include <algorithm>
 #include <cerrno>
@@ -21,11 +21,11 @@
 #include <CLI/CLI.hpp>
 
 #include "core/threads.h"
-#include "examples/common/checkpoint.h"
-#include "examples/common/decoder.h"
 #include "examples/common/flags.h"
 #include "examples/common/program.h"
-#include "examples/common/words.h"
+#include "lm/generator.h"
+#include "lm/transformer_checkpoint.h"
+#include "lm/words.h"
 
 using namespace kiln;
 
@@ -35,7 +35,7 @@ struct Flags {
   std::string checkpoint;
   std::string prompt;
   std::int64_t tokens = 0;
-  SamplingOptions sampling;
+  lm::SamplingOptions sampling;
   std::uint64_t seed = 0;
   std::string device = "cpu";
   int threads = 0;
@@ -82,30 +82,29 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 // Times generating n tokens from the prompt in one mode, with the generator seeded afresh.
 std::pair<std::vector<std::int64_t>, double> timed_generation(
-    const nn::TransformerLM& model, DecodeMode mode, const std::vector<std::int64_t>& prompt,
+    const nn::TransformerLM& model, lm::DecodeMode mode, const std::vector<std::int64_t>& prompt,
     const Flags& flags) {
-  Decoder decoder(model, mode);
-  Generator gen(flags.seed);
+  lm::Generator generator(model, mode);
+  kiln::Generator gen(flags.seed);
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::int64_t> tokens =
-      generate_tokens(decoder, prompt, flags.tokens, flags.sampling, gen);
+  std::vector<std::int64_t> tokens = generator.generate(prompt, flags.tokens, flags.sampling, gen);
   return {std::move(tokens), seconds_since(start)};
 }
 
 void run(const Flags& flags, bool sampling_flags_given) {
-  validate(flags.sampling);
+  lm::validate(flags.sampling);
   if (flags.threads > 0) set_num_threads(flags.threads);
   if (flags.sampling.greedy && sampling_flags_given)
     note("warning: --greedy ignores --temperature, --top-k and --top-p");
 
   const Device device = device_from_flag(flags.device);
-  const Checkpoint ckpt = read_checkpoint(flags.checkpoint);
-  const std::unique_ptr<nn::TransformerLM> model = load_model(ckpt, device);
+  const lm::TransformerCheckpoint ckpt = lm::read_transformer_checkpoint(flags.checkpoint);
+  const std::unique_ptr<nn::TransformerLM> model = lm::load_model(ckpt, device);
   const Vocabulary& vocab = ckpt.vocabulary;
   const std::int64_t max_len = ckpt.config.max_seq_len;
 
-  const EncodedText text = encode_words(flags.prompt, vocab, "--prompt");
-  warn_unknown_words(text, "generate");
+  const lm::EncodedText text = lm::encode_words(flags.prompt, vocab, "--prompt");
+  lm::warn_unknown_words(text, "generate");
   std::vector<std::int64_t> prompt = text.ids;
   if (prompt.empty()) {
     // A text starts a line, and every line of the training text followed an <eos>.
@@ -118,17 +117,17 @@ void run(const Flags& flags, bool sampling_flags_given) {
     note(fmt::format("warning: the prompt has {} tokens; keeping the last {} (max_seq_len)",
                      prompt.size(), max_len));
 
-  const DecodeMode mode = flags.no_cache ? DecodeMode::uncached : DecodeMode::cached;
-  Decoder decoder(*model, mode);
-  Generator gen(flags.seed);
+  const lm::DecodeMode mode = flags.no_cache ? lm::DecodeMode::uncached : lm::DecodeMode::cached;
+  lm::Generator generator(*model, mode);
+  kiln::Generator gen(flags.seed);
   WordPrinter printer(vocab);
   const std::int64_t prompt_dropped =
       std::max<std::int64_t>(0, static_cast<std::int64_t>(prompt.size()) - max_len);
   bool window_noted = false;
   const auto start = std::chrono::steady_clock::now();
-  generate_tokens(decoder, prompt, flags.tokens, flags.sampling, gen, [&](std::int64_t token) {
+  generator.generate(prompt, flags.tokens, flags.sampling, gen, [&](std::int64_t token) {
     printer.print(token);
-    if (!window_noted && decoder.dropped() > prompt_dropped) {
+    if (!window_noted && generator.dropped() > prompt_dropped) {
       window_noted = true;
       note(
           fmt::format("the context reached max_seq_len {}: it keeps the last {} tokens, "
@@ -144,9 +143,9 @@ void run(const Flags& flags, bool sampling_flags_given) {
                    flags.no_cache ? "no cache" : "KV cache", prompt.size(), flags.device));
 
   if (flags.bench) {
-    const auto [cached, cached_s] = timed_generation(*model, DecodeMode::cached, prompt, flags);
+    const auto [cached, cached_s] = timed_generation(*model, lm::DecodeMode::cached, prompt, flags);
     const auto [uncached, uncached_s] =
-        timed_generation(*model, DecodeMode::uncached, prompt, flags);
+        timed_generation(*model, lm::DecodeMode::uncached, prompt, flags);
     note(
         fmt::format("bench: {} tokens after a {}-token prompt: KV cache {:.1f} tokens/s, "
                     "no cache {:.1f} tokens/s ({:.1f}x); same tokens: {}",

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "nn/config_fields.h"
 #include "nn/transformer_layout.h"
 
 namespace kiln::nn {
@@ -34,18 +35,9 @@ PositionKind parse_position(std::string_view text) {
 }
 
 void TransformerConfig::validate() const {
-  KILN_CHECK(vocab > 0, "config: vocab must be positive, got {}", vocab);
-  KILN_CHECK(d_model > 0, "config: d_model must be positive, got {}", d_model);
-  KILN_CHECK(heads > 0, "config: heads must be positive, got {}", heads);
+  for (const ConfigField& field : config_fields()) field.check(*this);
   KILN_CHECK(d_model % heads == 0, "config: heads ({}) must divide d_model ({})", heads, d_model);
-  KILN_CHECK(kv_heads >= 0, "config: kv_heads must be positive (or 0 for heads), got {}", kv_heads);
   KILN_CHECK(heads % kv() == 0, "config: kv_heads ({}) must divide heads ({})", kv(), heads);
-  KILN_CHECK(layers > 0, "config: layers must be positive, got {}", layers);
-  KILN_CHECK(ff > 0, "config: ff must be positive, got {}", ff);
-  KILN_CHECK(max_seq_len > 0, "config: max_seq_len must be positive, got {}", max_seq_len);
-  KILN_CHECK(dropout >= 0 && dropout < 1, "config: dropout must be in [0, 1), got {}", dropout);
-  KILN_CHECK(attn_dropout >= 0 && attn_dropout < 1,
-             "config: attn_dropout must be in [0, 1), got {}", attn_dropout);
   KILN_CHECK(position != PositionKind::rope || d_head() % 2 == 0,
              "config: RoPE needs an even d_head, got {} (d_model {} / heads {})", d_head(), d_model,
              heads);
@@ -60,20 +52,18 @@ void TransformerConfig::validate() const {
 }
 
 std::string TransformerConfig::to_json() const {
-  const nlohmann::json j = {
-      {"vocab", vocab},
-      {"d_model", d_model},
-      {"heads", heads},
-      {"kv_heads", kv()},
-      {"layers", layers},
-      {"ff", ff},
-      {"max_seq_len", max_seq_len},
-      {"dropout", dropout},
-      {"attn_dropout", attn_dropout},
-      {"activation", name_of(activation)},
-      {"norm", name_of(norm)},
-      {"position", name_of(position)},
-  };
+  TransformerConfig resolved = *this;
+  resolved.kv_heads = kv();  // the file names the count, whatever the default's spelling
+  nlohmann::json j = nlohmann::json::object();
+  for (const ConfigField& field : config_fields()) {
+    if (field.is_choice()) {
+      j[field.key] = field.get_choice(resolved);
+    } else if (field.integer) {
+      j[field.key] = resolved.*field.integer;
+    } else {
+      j[field.key] = resolved.*field.real;
+    }
+  }
   return j.dump();
 }
 
@@ -81,38 +71,26 @@ TransformerConfig TransformerConfig::from_json(std::string_view text) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   KILN_CHECK(j.is_object(), "config: not a JSON object: {}", text.substr(0, 200));
   TransformerConfig c;
-  auto integer = [&](const char* key) {
-    KILN_CHECK(j.contains(key) && j[key].is_number_integer(),
-               "config: '{}' is missing or not an integer", key);
-    // nlohmann would wrap an unsigned value beyond int64 to a negative one.
-    KILN_CHECK(!j[key].is_number_unsigned() ||
-                   j[key].get<std::uint64_t>() <=
-                       static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
-               "config: '{}' is {}, beyond int64", key, j[key].dump());
-    return j[key].get<std::int64_t>();
-  };
-  auto number = [&](const char* key) {
-    KILN_CHECK(j.contains(key) && j[key].is_number(), "config: '{}' is missing or not a number",
-               key);
-    return j[key].get<double>();
-  };
-  auto text_of = [&](const char* key) {
-    KILN_CHECK(j.contains(key) && j[key].is_string(), "config: '{}' is missing or not a string",
-               key);
-    return j[key].get<std::string>();
-  };
-  c.vocab = integer("vocab");
-  c.d_model = integer("d_model");
-  c.heads = integer("heads");
-  c.kv_heads = integer("kv_heads");
-  c.layers = integer("layers");
-  c.ff = integer("ff");
-  c.max_seq_len = integer("max_seq_len");
-  c.dropout = number("dropout");
-  c.attn_dropout = number("attn_dropout");
-  c.activation = parse_activation(text_of("activation"));
-  c.norm = parse_norm(text_of("norm"));
-  c.position = parse_position(text_of("position"));
+  for (const ConfigField& field : config_fields()) {
+    const char* key = field.key;
+    const auto it = j.find(key);
+    if (field.is_choice()) {
+      KILN_CHECK(it != j.end() && it->is_string(), "config: '{}' is missing or not a string", key);
+      field.set_choice(c, it->get<std::string>());
+    } else if (field.integer) {
+      KILN_CHECK(it != j.end() && it->is_number_integer(),
+                 "config: '{}' is missing or not an integer", key);
+      // nlohmann would wrap an unsigned value beyond int64 to a negative one.
+      KILN_CHECK(!it->is_number_unsigned() ||
+                     it->get<std::uint64_t>() <=
+                         static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+                 "config: '{}' is {}, beyond int64", key, it->dump());
+      c.*field.integer = it->get<std::int64_t>();
+    } else {
+      KILN_CHECK(it != j.end() && it->is_number(), "config: '{}' is missing or not a number", key);
+      c.*field.real = it->get<double>();
+    }
+  }
   c.validate();
   return c;
 }

@@ -29,10 +29,10 @@ TransformerLM::TransformerLM(const TransformerConfig& config, FeedForwardFactory
         "rope", std::make_shared<RotaryEmbedding>(config_.d_head(), config_.max_seq_len));
   }
   dropout_ =
-      register_module("dropout", std::make_shared<Dropout>(config_.dropout, &dropout_generator_));
+      register_module("dropout", std::make_shared<Dropout>(config_.dropout, &dropout_generator()));
   for (std::int64_t l = 0; l < config_.layers; ++l) {
     std::shared_ptr<UnaryModule> ffn = make_ffn ? make_ffn(config_) : nullptr;
-    blocks.push_back(std::make_shared<TransformerBlock>(config_, rope, &dropout_generator_, ffn));
+    blocks.push_back(std::make_shared<TransformerBlock>(config_, rope, &dropout_generator(), ffn));
   }
   // Registered as "blocks.<l>" through a container module so the paths read blocks.0.attn...
   struct Blocks : Module {
@@ -86,7 +86,5 @@ Tensor TransformerLM::loss(const Tensor& inputs, const Tensor& targets,
   return linear_cross_entropy(x.view({-1, config_.d_model}), embedding->weight,
                               targets.reshape({-1}), ignore_index);
 }
-
-Device TransformerLM::device() const { return embedding->weight.device(); }
 
 }  // namespace kiln::nn

@@ -19,13 +19,14 @@
 #include "nn/config.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
+#include "nn/language_model.h"
 #include "nn/layer_norm.h"
 #include "nn/sinusoidal.h"
 #include "nn/transformer_block.h"
 
 namespace kiln::nn {
 
-class TransformerLM : public Module {
+class TransformerLM : public LanguageModel {
  public:
   // Builds a custom feed-forward sublayer for each block (see examples/custom_module.cpp).
   using FeedForwardFactory = std::function<std::shared_ptr<UnaryModule>(const TransformerConfig&)>;
@@ -51,16 +52,13 @@ class TransformerLM : public Module {
   // Mean cross-entropy of next-token prediction over the targets that are not ignore_index:
   // inputs and targets (B, T) int64. Computed by the fused linear_cross_entropy
   // (core/ops/linear_cross_entropy.h): the (B T, vocab) logits are never kept apart.
-  Tensor loss(const Tensor& inputs, const Tensor& targets, std::int64_t ignore_index = -100) const;
-
-  // Where the parameters are: inputs go to this device.
-  Device device() const;
+  Tensor loss(const Tensor& inputs, const Tensor& targets,
+              std::int64_t ignore_index = -100) const override;
 
   std::vector<KVCache> new_caches() const { return std::vector<KVCache>(blocks.size()); }
 
   const TransformerConfig& config() const { return config_; }
-  // The generator of the dropout masks (its state goes into checkpoints).
-  Generator& dropout_generator() { return dropout_generator_; }
+  std::string config_json() const override { return config_.to_json(); }
 
   std::shared_ptr<Embedding> embedding;
   std::shared_ptr<SinusoidalPositionalEncoding> positions;  // null with RoPE
@@ -69,7 +67,6 @@ class TransformerLM : public Module {
 
  private:
   TransformerConfig config_;
-  Generator dropout_generator_{0};
   std::shared_ptr<Dropout> dropout_;
 };
 

@@ -33,12 +33,12 @@ double nice_step(double span, int ticks) {
 
 }  // namespace
 
-std::string loss_curve_svg(const LossCurve& curve, std::string_view title) {
+std::string loss_curve_svg(const lm::LossCurve& curve, std::string_view title) {
   // Data ranges: steps from 0, log10(perplexity) widened to whole decades.
   std::int64_t max_step = 1;
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (const auto* series : {&curve.train, &curve.valid}) {
-    for (const CurvePoint& p : *series) {
+    for (const lm::CurvePoint& p : *series) {
       if (!std::isfinite(p.loss)) continue;
       max_step = std::max(max_step, p.step);
       lo = std::min(lo, p.loss / std::log(10.0));
@@ -94,9 +94,9 @@ std::string loss_curve_svg(const LossCurve& curve, std::string_view title) {
       kLeft, kTop, kPlotW, kPlotH, kLeft + kPlotW / 2, kHeight - 15, kTop + kPlotH / 2);
 
   // The series, then the legend.
-  const auto series = [&](const std::vector<CurvePoint>& points, const char* color, bool dots) {
+  const auto series = [&](const std::vector<lm::CurvePoint>& points, const char* color, bool dots) {
     std::string polyline;
-    for (const CurvePoint& p : points) {
+    for (const lm::CurvePoint& p : points) {
       if (!std::isfinite(p.loss)) continue;
       const double x = x_of(static_cast<double>(p.step)), y = y_of(p.loss / std::log(10.0));
       polyline += fmt::format("{:.1f},{:.1f} ", x, y);
@@ -124,7 +124,7 @@ std::string loss_curve_svg(const LossCurve& curve, std::string_view title) {
   return svg;
 }
 
-void write_loss_curve(const std::string& path, const LossCurve& curve, std::string_view title) {
+void write_loss_curve(const std::string& path, const lm::LossCurve& curve, std::string_view title) {
   write_file_atomically(path, loss_curve_svg(curve, title), "loss curve");
 }
 
@@ -132,6 +132,19 @@ std::string curve_path(const std::string& checkpoint_path) {
   std::filesystem::path p(checkpoint_path);
   p.replace_extension(".curve.svg");
   return p.string();
+}
+
+void LossCurveWriter::on_validation(const lm::Trainer& trainer, const lm::ValidationRecord&) {
+  write(trainer);
+}
+
+void LossCurveWriter::on_save(const lm::Trainer& trainer, bool final) {
+  if (final) write(trainer);
+}
+
+void LossCurveWriter::write(const lm::Trainer& trainer) const {
+  if (!trainer.options().save.empty())
+    write_loss_curve(curve_path(trainer.options().save), trainer.state().curve, title_);
 }
 
 }  // namespace kiln

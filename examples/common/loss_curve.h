@@ -2,7 +2,7 @@
 // no dependencies): a log-scale y axis, labelled axes, a title and a legend. train_lm refreshes
 // it next to its checkpoint at every validation; open it in any browser.
 //
-//   LossCurve curve;
+//   lm::LossCurve curve;
 //   curve.train.push_back({100, 5.61});   // step, loss in nats per token
 //   write_loss_curve(curve_path("runs/lm.safetensors"), curve, "train_lm");  // runs/lm.curve.svg
 #pragma once
@@ -12,26 +12,32 @@
 #include <string_view>
 #include <vector>
 
+#include "lm/trainer.h"
+
 namespace kiln {
 
-struct CurvePoint {
-  std::int64_t step;
-  double loss;  // nats per token; plotted as exp(loss)
-};
-
-struct LossCurve {
-  std::vector<CurvePoint> train, valid;
-};
-
 // The SVG document (well-formed XML; title is escaped). Non-finite points are left out.
-std::string loss_curve_svg(const LossCurve& curve, std::string_view title);
+std::string loss_curve_svg(const lm::LossCurve& curve, std::string_view title);
 
 // Writes loss_curve_svg to path through a temporary file renamed over it, so a reader never sees
 // half a file.
-void write_loss_curve(const std::string& path, const LossCurve& curve, std::string_view title);
+void write_loss_curve(const std::string& path, const lm::LossCurve& curve, std::string_view title);
 
 // The curve's path for a checkpoint path: the extension replaced by ".curve.svg"
 // (runs/lm.safetensors → runs/lm.curve.svg).
 std::string curve_path(const std::string& checkpoint_path);
+
+// Redraws a run's curve beside its checkpoint (curve_path(options.save)) at every validation and
+// at the final save: an observer of lm::Trainer (nothing without a save path).
+class LossCurveWriter : public lm::TrainObserver {
+ public:
+  explicit LossCurveWriter(std::string title) : title_(std::move(title)) {}
+  void on_validation(const lm::Trainer& trainer, const lm::ValidationRecord&) override;
+  void on_save(const lm::Trainer& trainer, bool final) override;
+
+ private:
+  void write(const lm::Trainer& trainer) const;
+  std::string title_;
+};
 
 }  // namespace kiln

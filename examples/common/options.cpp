@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/threads.h"
 #include "examples/common/flags.h"
+#include "nn/config_fields.h"
 
 namespace kiln {
 
@@ -19,7 +20,6 @@ namespace {
 
 // What a resumed run does with a saved setting whose flag is on its command line.
 enum class Kind {
-  model,     // must agree: the saved weights are this model's
   fixed,     // must agree: the saved data position, random streams or optimizer state need it
   training,  // overrides the saved value
 };
@@ -32,40 +32,24 @@ struct Field {
   FlagRange range = {};  // numeric settings only (examples/common/flags.h)
 };
 
-// Every saved setting, in --help order. Options is TrainOptions or const TrainOptions.
+// The flag rule of a model field (nn/config_fields.h).
+FlagRange flag_range(const nn::FieldRange& r) {
+  return {.min = r.min, .max = r.max, .max_open = r.max_open, .zero = r.zero};
+}
+
+// The model fields that have a flag (vocab comes from the corpus), in --help order.
+template <typename F>
+void for_each_model_field(F&& f) {
+  for (const nn::ConfigField& field : nn::config_fields())
+    if (field.flag != nullptr) f(field);
+}
+
+// Every saved setting but the model's, in --help order. Options is TrainOptions or const
+// TrainOptions.
 template <typename Options, typename F>
 void for_each_saved(Options& o, F&& f) {
-  const Kind model = Kind::model, fixed = Kind::fixed, training = Kind::training;
+  const Kind fixed = Kind::fixed, training = Kind::training;
   const FlagRange positive{.min = 1}, probability{.min = 0, .max = 1, .max_open = true};
-  f(Field{"--d-model", model, "model width", {}, positive}, o.d_model);
-  f(Field{"--heads", model, "attention heads (must divide --d-model)", {}, positive}, o.heads);
-  f(Field{"--kv-heads",
-          model,
-          "key/value heads, GQA/MQA (must divide --heads)",
-          {},
-          {.min = 0, .zero = "as many as --heads"}},
-    o.kv_heads);
-  f(Field{"--layers", model, "transformer blocks", {}, positive}, o.layers);
-  f(Field{"--ff", model, "feed-forward hidden size", {}, positive}, o.ff);
-  f(Field{"--max-seq-len",
-          model,
-          "longest sequence the model takes (--seq-len must not exceed it)",
-          {},
-          positive},
-    o.max_seq_len);
-  f(Field{"--dropout",
-          model,
-          "dropout after embedding + positions and on each sublayer output",
-          {},
-          probability},
-    o.dropout);
-  f(Field{"--attn-dropout", model, "dropout on the attention probabilities", {}, probability},
-    o.attn_dropout);
-  f(Field{"--activation", model, "feed-forward activation", {"relu", "gelu"}}, o.activation);
-  f(Field{"--pos", model, "positions: added sinusoids or rotary (RoPE)", {"sinusoidal", "rope"}},
-    o.pos);
-  f(Field{"--norm", model, "LayerNorm after (post) or before (pre) each sublayer", {"post", "pre"}},
-    o.norm);
   f(Field{"--seq-len", fixed, "training window length T (also eval_ppl's default)", {}, positive},
     o.seq_len);
   f(Field{"--batch-size", fixed, "training batch size B", {}, positive}, o.batch_size);
@@ -238,6 +222,20 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--resume", o.resume, "continue the run saved in this checkpoint");
   app.add_option("--metrics", o.metrics, "write metrics to this file, one JSON object per line");
   app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
+  for_each_model_field([&](const nn::ConfigField& field) {
+    if (field.is_choice()) {
+      app.add_option_function<std::string>(
+             field.flag, [&o, &field](const std::string& name) { field.set_choice(o.model, name); },
+             field.help)
+          ->default_str(field.text(o.model))
+          ->check(
+              CLI::IsMember(std::vector<std::string>(field.choices.begin(), field.choices.end())));
+    } else if (field.integer) {
+      add_number_flag(app, field.flag, o.model.*field.integer, field.help, flag_range(field.range));
+    } else {
+      add_number_flag(app, field.flag, o.model.*field.real, field.help, flag_range(field.range));
+    }
+  });
   for_each_saved(o, [&](const Field& field, auto& member) {
     using T = std::remove_reference_t<decltype(member)>;
     CLI::Option* option;
@@ -262,40 +260,37 @@ void check_options(const TrainOptions& o) {
         using T = std::remove_cvref_t<decltype(member)>;
         check_flag_value(flag, static_cast<double>(member), std::is_integral_v<T>, range);
       });
+  for_each_model_field([&](const nn::ConfigField& field) {
+    if (!field.is_choice())
+      check_flag_value(
+          field.flag,
+          field.integer ? static_cast<double>(o.model.*field.integer) : o.model.*field.real,
+          field.integer != nullptr, flag_range(field.range));
+  });
   for_each_saved(o, [](const Field& field, const auto& member) {
     using T = std::remove_cvref_t<decltype(member)>;
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
       check_flag_value(field.flag, static_cast<double>(member), std::is_integral_v<T>, field.range);
   });
   // Then the rules that tie flags together.
-  KILN_CHECK(o.d_model % o.heads == 0, "--heads {} does not divide --d-model {}", o.heads,
-             o.d_model);
-  KILN_CHECK(o.kv_heads == 0 || o.heads % o.kv_heads == 0,
-             "--kv-heads {} does not divide --heads {}", o.kv_heads, o.heads);
-  KILN_CHECK(o.pos != "rope" || (o.d_model / o.heads) % 2 == 0,
-             "--pos rope needs an even head size, but --d-model {} / --heads {} is odd", o.d_model,
-             o.heads);
-  KILN_CHECK(o.seq_len <= o.max_seq_len, "--seq-len {} exceeds --max-seq-len {}", o.seq_len,
-             o.max_seq_len);
+  const nn::TransformerConfig& m = o.model;
+  KILN_CHECK(m.d_model % m.heads == 0, "--heads {} does not divide --d-model {}", m.heads,
+             m.d_model);
+  KILN_CHECK(m.kv_heads == 0 || m.heads % m.kv_heads == 0,
+             "--kv-heads {} does not divide --heads {}", m.kv_heads, m.heads);
+  KILN_CHECK(m.position != nn::PositionKind::rope || m.d_head() % 2 == 0,
+             "--pos rope needs an even head size, but --d-model {} / --heads {} is odd", m.d_model,
+             m.heads);
+  KILN_CHECK(o.seq_len <= m.max_seq_len, "--seq-len {} exceeds --max-seq-len {}", o.seq_len,
+             m.max_seq_len);
   KILN_CHECK(o.min_lr <= o.lr, "--min-lr {} must be in [0, --lr {}]", o.min_lr, o.lr);
   KILN_CHECK(o.save_every == 0 || !o.save.empty(), "--save-every {} needs --save PATH",
              o.save_every);
 }
 
 nn::TransformerConfig model_config(const TrainOptions& o, std::int64_t vocab) {
-  nn::TransformerConfig c;
+  nn::TransformerConfig c = o.model;
   c.vocab = vocab;
-  c.d_model = o.d_model;
-  c.heads = o.heads;
-  c.kv_heads = o.kv_heads;
-  c.layers = o.layers;
-  c.ff = o.ff;
-  c.max_seq_len = o.max_seq_len;
-  c.dropout = o.dropout;
-  c.attn_dropout = o.attn_dropout;
-  c.activation = nn::parse_activation(o.activation);
-  c.position = nn::parse_position(o.pos);
-  c.norm = nn::parse_norm(o.norm);
   return c;
 }
 
@@ -306,11 +301,27 @@ std::string saved_options_json(const TrainOptions& o) {
   return j.dump();
 }
 
-std::vector<std::string> merge_saved_options(TrainOptions& o, std::string_view saved_json,
+std::vector<std::string> merge_saved_options(TrainOptions& o,
+                                             const nn::TransformerConfig& saved_model,
+                                             std::string_view saved_json,
                                              const std::function<bool(std::string_view)>& given,
                                              std::string_view source) {
   const nlohmann::json saved = nlohmann::json::parse(saved_json, nullptr, false);
   KILN_CHECK(saved.is_object(), "{}: the saved training settings are not a JSON object", source);
+  // The model: its flags must agree with the saved config; the rest take its values.
+  nn::TransformerConfig asked = o.model, kept = saved_model;
+  asked.kv_heads = asked.kv();  // --kv-heads 0 and the count it stands for agree
+  kept.kv_heads = kept.kv();
+  for_each_model_field([&](const nn::ConfigField& field) {
+    const std::string mine = field.text(asked), theirs = field.text(kept);
+    KILN_CHECK(!given(field.flag) || mine == theirs,
+               "{} {} disagrees with the checkpoint's {} ({}): drop the flag to continue that "
+               "run, or start a new one without --resume",
+               field.flag, mine, theirs, source);
+  });
+  const std::int64_t vocab = o.model.vocab;
+  o.model = saved_model;
+  o.model.vocab = vocab;
   std::vector<std::string> notes;
   for_each_saved(o, [&](const Field& field, auto& member) {
     using T = std::remove_reference_t<decltype(member)>;
@@ -324,7 +335,7 @@ std::vector<std::string> merge_saved_options(TrainOptions& o, std::string_view s
     }
     if (member == value) return;
     const std::string mine = nlohmann::json(member).dump(), theirs = it->dump();
-    KILN_CHECK(field.kind == Kind::training,
+    KILN_CHECK(field.kind != Kind::fixed,
                "{} {} disagrees with the checkpoint's {} ({}): drop the flag to continue that "
                "run, or start a new one without --resume",
                field.flag, mine, theirs, source);

@@ -8,11 +8,12 @@
 //   app.parse(argc, argv);
 //   check_options(options);                   // kiln::Error naming the first bad flag
 //
-// Each saved setting (model, data layout, optimizer, schedule) goes into a checkpoint as one JSON
-// object, keyed by its flag's name ("d_model" for --d-model). A resumed run takes every saved
-// setting whose flag is not on its command line from the checkpoint; one that is given must agree
-// for the model and data-layout flags (an error naming the flag) and overrides the saved value for
-// the others (with a note, since the run then differs from an uninterrupted one).
+// The model's settings go into a checkpoint once, as the model's config
+// (lm/transformer_checkpoint.h); every other saved setting (data layout, optimizer, schedule) as
+// one JSON object, "train", keyed by its flag's name ("batch_size" for --batch-size). A resumed run
+// takes every saved setting whose flag is not on its command line from the checkpoint; one that is
+// given must agree for the model and data-layout flags (an error naming the flag) and overrides the
+// saved value for the others (with a note, since the run then differs from an uninterrupted one).
 #pragma once
 
 #include <cstdint>
@@ -42,18 +43,9 @@ struct TrainOptions {
   std::string device = "cpu";
   int threads = 0;  // 0: every core (a resumed run: the checkpoint's count)
 
-  // ---- Model: a resumed run must agree.
-  std::int64_t d_model = 256;
-  std::int64_t heads = 4;
-  std::int64_t kv_heads = 0;  // 0: as many as heads
-  std::int64_t layers = 2;
-  std::int64_t ff = 1024;
-  std::int64_t max_seq_len = 512;
-  double dropout = 0.1;
-  double attn_dropout = 0.0;
-  std::string activation = "relu";
-  std::string pos = "sinusoidal";
-  std::string norm = "post";
+  // ---- Model: a resumed run must agree. Its flags are generated from nn/config_fields.h (the
+  // defaults are TransformerConfig's); vocab comes from the corpus.
+  nn::TransformerConfig model;
 
   // ---- Data layout and seed: a resumed run must agree (the saved data position and random
   // streams depend on them).
@@ -94,13 +86,17 @@ void check_options(const TrainOptions& options);
 // The model the options describe (vocab from the corpus).
 nn::TransformerConfig model_config(const TrainOptions& options, std::int64_t vocab);
 
-// The saved settings as a JSON object (a checkpoint's "train" entry).
+// The saved settings other than the model's as a JSON object (a checkpoint's "train" entry).
 std::string saved_options_json(const TrainOptions& options);
 
-// Merges a checkpoint's "train" entry into options for a resumed run (see the top of this file);
-// given(flag) says whether a flag was on the command line. Returns a note for each overridden
-// setting; errors name the disagreeing flag and `source` (the checkpoint's path).
-std::vector<std::string> merge_saved_options(TrainOptions& options, std::string_view saved_json,
+// Merges a checkpoint's model config and "train" entry into options for a resumed run (see the
+// top of this file); given(flag) says whether a flag was on the command line. Model keys in
+// "train" (files written before the config was stored once) are ignored: the config is the
+// model. Returns a note for each overridden setting; errors name the disagreeing flag and
+// `source` (the checkpoint's path).
+std::vector<std::string> merge_saved_options(TrainOptions& options,
+                                             const nn::TransformerConfig& saved_model,
+                                             std::string_view saved_json,
                                              const std::function<bool(std::string_view)>& given,
                                              std::string_view source);
 

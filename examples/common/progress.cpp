@@ -25,27 +25,12 @@ std::string skipped_text(std::int64_t skipped, std::int64_t steps) {
 
 }  // namespace
 
-ProgressLog::ProgressLog(bool terminal, std::int64_t log_every, std::int64_t total_steps,
-                         double time_budget)
-    : terminal_(terminal),
-      log_every_(log_every),
-      total_steps_(total_steps),
-      time_budget_(time_budget) {}
+ProgressLog::ProgressLog(bool terminal, std::int64_t total_steps, double time_budget)
+    : terminal_(terminal), total_steps_(total_steps), time_budget_(time_budget) {}
 
-std::optional<IntervalSummary> ProgressLog::step(const StepRecord& r) {
+void ProgressLog::on_step(const lm::Trainer&, const lm::StepRecord& r,
+                          const lm::IntervalSummary& summary, bool due) {
   ++run_steps_;
-  ++interval_steps_;
-  if (std::isfinite(r.loss)) {
-    loss_sum_ += r.loss;
-    ++finite_steps_;
-  }
-  tokens_ += r.tokens;
-  seconds_ += r.seconds;
-  const IntervalSummary summary{finite_steps_ > 0 ? loss_sum_ / static_cast<double>(finite_steps_)
-                                                  : std::numeric_limits<double>::quiet_NaN(),
-                                seconds_ > 0 ? static_cast<double>(tokens_) / seconds_ : 0.0,
-                                interval_steps_ - finite_steps_, interval_steps_};
-  const bool due = r.step % log_every_ == 0;
   if (terminal_) {
     const auto now = std::chrono::steady_clock::now();
     if (due || now - last_draw_ > std::chrono::milliseconds(100)) {
@@ -61,13 +46,24 @@ std::optional<IntervalSummary> ProgressLog::step(const StepRecord& r) {
         skipped_text(summary.skipped, summary.steps), r.lr, summary.tokens_per_s, r.elapsed);
     std::fflush(stdout);
   }
-  if (!due) return std::nullopt;
-  loss_sum_ = seconds_ = 0.0;
-  finite_steps_ = tokens_ = interval_steps_ = 0;
-  return summary;
 }
 
-void ProgressLog::draw(const StepRecord& r, const IntervalSummary& recent) {
+void ProgressLog::on_validation(const lm::Trainer&, const lm::ValidationRecord& v) {
+  std::string note;
+  if (v.new_best)
+    note = v.best_path.empty() ? " | new best" : fmt::format(" | new best, saved {}", v.best_path);
+  if (v.lr_cut) note += fmt::format(" | plateau: lr now {:.3g}", v.lr);
+  message(fmt::format("validation at step {}: loss {:.4f} | ppl {:.2f} | {:.1f}s{}", v.step, v.loss,
+                      std::exp(v.loss), v.seconds, note));
+}
+
+void ProgressLog::on_save(const lm::Trainer& trainer, bool final) {
+  if (!final) return;
+  message(fmt::format("saved {}{}", trainer.options().save,
+                      trainer.has_best() ? fmt::format(" and {}", trainer.best_path()) : ""));
+}
+
+void ProgressLog::draw(const lm::StepRecord& r, const lm::IntervalSummary& recent) {
   // Time left: the remaining steps at this run's pace, capped by the budget.
   double eta = std::numeric_limits<double>::infinity();
   if (total_steps_ > 0)

@@ -1,7 +1,11 @@
-// Uses an installed kiln: d/dw sum(relu(x w)) for a known x and w, checked exactly.
+// Uses an installed kiln: d/dw sum(relu(x w)) for a known x and w, checked exactly; then the lm
+// toolkit (kiln::lm): a TransformerLM through a checkpoint and back, evaluated to the same loss.
 #include <cstdio>
+#include <filesystem>
 
 #include "core/kiln.h"
+#include "lm/evaluate.h"
+#include "lm/transformer_checkpoint.h"
 #include "nn/linear.h"
 
 int main() {
@@ -16,6 +20,25 @@ int main() {
     return 1;
   }
   nn::Linear layer(2, 3);
-  std::printf("consumer: kiln works downstream (%s)\n", environment_summary().c_str());
-  return layer.forward(x.to(DType::f32)).shape() == Shape{2, 3} ? 0 : 1;
+  if (layer.forward(x.to(DType::f32)).shape() != Shape{2, 3}) return 1;
+
+  nn::TransformerConfig config;
+  config.vocab = 4, config.d_model = 8, config.heads = 2, config.layers = 1, config.ff = 16;
+  nn::TransformerLM model(config);
+  const Vocabulary vocabulary({"<eos>", "<unk>", "a", "b"});
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "kiln-consumer.safetensors").string();
+  lm::write_checkpoint(path, model, vocabulary, {}, {});
+  const auto loaded = lm::load_model(lm::read_transformer_checkpoint(path), Device::cpu());
+  std::filesystem::remove(path);
+  const std::vector<std::int64_t> tokens{0, 2, 3, 2, 3, 0, 2, 2, 3, 0, 3, 2};
+  const lm::EvalOptions eval{.batch_size = 2, .seq_len = 3};
+  const double before = lm::evaluate(model, tokens, eval).loss;
+  const double after = lm::evaluate(*loaded, tokens, eval).loss;
+  if (before != after) {
+    std::fprintf(stderr, "consumer: the checkpointed model's loss %g is not %g\n", after, before);
+    return 1;
+  }
+  std::printf("consumer: kiln and kiln::lm work downstream (%s)\n", environment_summary().c_str());
+  return 0;
 }

@@ -1,7 +1,7 @@
-// Helpers for the tests of the example programs: run a built program (train_lm, eval_ppl,
-// generate, attention_maps) as a user would and capture what it prints, write a tiny corpus, and
-// pick lines out of the output. The programs' paths come from the build (KILN_TRAIN_LM,
-// KILN_EVAL_PPL, KILN_GENERATE, KILN_ATTENTION_MAPS).
+// Helpers for the tests of the example programs: run a built program (train_lm, train_custom,
+// eval_ppl, generate, attention_maps) as a user would and capture what it prints, write a tiny
+// corpus, and pick lines out of the output. The programs' paths come from the build (KILN_TRAIN_LM,
+// KILN_TRAIN_CUSTOM, KILN_EVAL_PPL, KILN_GENERATE, KILN_ATTENTION_MAPS).
 #pragma once
 
 #include <sys/types.h>
@@ -17,6 +17,7 @@
 namespace kiln::testing {
 
 inline const std::string kTrainLm = KILN_TRAIN_LM;
+inline const std::string kTrainCustom = KILN_TRAIN_CUSTOM;
 inline const std::string kEvalPpl = KILN_EVAL_PPL;
 inline const std::string kGenerate = KILN_GENERATE;
 inline const std::string kAttentionMaps = KILN_ATTENTION_MAPS;

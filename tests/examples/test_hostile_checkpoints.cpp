@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/host_memory.h"
-#include "examples/common/checkpoint.h"
-#include "examples/common/train_state.h"
+#include "lm/train_state.h"
+#include "lm/transformer_checkpoint.h"
 #include "programs.h"
 #include "tests/examples/crafted.h"
 
@@ -71,20 +71,20 @@ TEST_CASE("a checkpoint's config is checked against its tensors before a model i
   for (const Crafted& c : kConfigProbes) {
     INFO(c.what);
     const std::string path = craft(dir, base, c);
-    REQUIRE_THROWS_WITH(read_checkpoint(path), Contains(path) && Contains(c.named));
+    REQUIRE_THROWS_WITH(lm::read_transformer_checkpoint(path), Contains(path) && Contains(c.named));
   }
   // A config that sizes the file's tensors, but whose positional table would not fit in memory.
   const std::string path = craft(dir, base, {"", "config", "max_seq_len", "1099511627776", ""});
-  REQUIRE_THROWS_WITH(read_checkpoint(path), Contains(path) &&
-                                                 Contains("max_seq_len 1099511627776") &&
-                                                 Contains("more than this machine's"));
+  REQUIRE_THROWS_WITH(lm::read_transformer_checkpoint(path),
+                      Contains(path) && Contains("max_seq_len 1099511627776") &&
+                          Contains("more than this machine's"));
   // The same limit a smaller machine has: the model's own 37 KB fit, 1 MB of table does not.
   const std::string longer = craft(dir, base, {"", "config", "max_seq_len", "8192", ""});
   kiln::testing::set_host_memory_bytes(1 << 20);
-  REQUIRE_THROWS_WITH(read_checkpoint(longer), Contains("max_seq_len 8192"));
+  REQUIRE_THROWS_WITH(lm::read_transformer_checkpoint(longer), Contains("max_seq_len 8192"));
   kiln::testing::set_host_memory_bytes(0);
-  REQUIRE(read_checkpoint(longer).config.max_seq_len == 8192);
-  REQUIRE_NOTHROW(load_model(read_checkpoint(base), Device::cpu()));
+  REQUIRE(lm::read_transformer_checkpoint(longer).config.max_seq_len == 8192);
+  REQUIRE_NOTHROW(lm::load_model(lm::read_transformer_checkpoint(base), Device::cpu()));
 }
 
 TEST_CASE("every program refuses a crafted checkpoint with a message, never a signal",

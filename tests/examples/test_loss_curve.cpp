@@ -21,7 +21,7 @@ TEST_CASE("write_loss_curve writes the SVG whole past a folder at its old tempor
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir / "lm.curve.svg.tmp");
   const std::string path = (dir / "lm.curve.svg").string();
-  LossCurve curve;
+  lm::LossCurve curve;
   curve.train = {{1, 9.0}, {2, 8.0}};
   curve.valid = {{2, 8.5}};
   write_loss_curve(path, curve, "test");

@@ -3,11 +3,11 @@
 // writer) and reads each input as a list of edits to its config and metadata values: sizes near
 // 2^31, 2^32, 2^53, 2^62, 2^63 and 2^64, negative, zero, huge layer and thread counts, wrong JSON
 // types, missing fields. Then it loads the edited checkpoint as the programs do
-// (examples/common: checkpoint_from, load_model, the saved settings and training state, the thread
-// count) and runs the model once. A kiln::Error is the right answer to a bad value; a crash, any
-// other exception, a hang, a leak, a sanitizer report or an allocation past libFuzzer's limit is a
-// bug, and so is an accepted checkpoint that breaks a property below. kiln's memory limit is set
-// to 64 MB (core/host_memory.h), so a config the machine could hold but the fuzzer cannot is
+// (examples/common: lm::checkpoint_from, lm::load_model, the saved settings and training state, the
+// thread count) and runs the model once. A kiln::Error is the right answer to a bad value; a crash,
+// any other exception, a hang, a leak, a sanitizer report or an allocation past libFuzzer's limit
+// is a bug, and so is an accepted checkpoint that breaks a property below. kiln's memory limit is
+// set to 64 MB (core/host_memory.h), so a config the machine could hold but the fuzzer cannot is
 // refused like one the machine cannot.
 //
 // An input is a sequence of records of 10 bytes (a shorter tail is ignored):
@@ -34,10 +34,10 @@
 #include "core/kiln.h"
 #include "core/safetensors.h"
 #include "core/threads.h"
-#include "examples/common/checkpoint.h"
-#include "examples/common/evaluate.h"
 #include "examples/common/options.h"
-#include "examples/common/train_state.h"
+#include "lm/evaluate.h"
+#include "lm/train_state.h"
+#include "lm/transformer_checkpoint.h"
 #include "nn/transformer_layout.h"
 #include "optim/adam.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -205,17 +205,18 @@ kiln::SafetensorsFile& base_checkpoint() {
     config.vocab = 6, config.d_model = 4, config.heads = 2, config.layers = 1, config.ff = 8;
     config.max_seq_len = 8, config.dropout = 0.0;
     kiln::TrainOptions options;
-    options.d_model = 4, options.heads = 2, options.layers = 1, options.ff = 8;
-    options.max_seq_len = 8, options.seq_len = 4, options.batch_size = 2, options.dropout = 0.0;
+    options.model = config;
+    options.seq_len = 4, options.batch_size = 2;
     const kiln::nn::TransformerLM model(config);
     const kiln::Adam optimizer(model.named_parameters());
-    kiln::TrainState state;
+    kiln::lm::TrainState state;
     state.step = 3, state.decay_steps = 10, state.windows = 3, state.position = {0, 1};
     state.threads = 2, state.best_step = -1;
     const kiln::Vocabulary vocabulary({"<eos>", "<unk>", "the", "cat", "sat", "."});
     const std::string path = std::filesystem::temp_directory_path() /
                              ("kiln-fuzz-checkpoint-" + std::to_string(::getpid()));
-    kiln::save_training_checkpoint(path, model, vocabulary, optimizer, state, options);
+    kiln::lm::save_training_checkpoint(path, model, vocabulary, optimizer, state,
+                                       {{"train", kiln::saved_options_json(options)}});
     auto* loaded = new kiln::SafetensorsFile(kiln::load_safetensors(path));
     std::filesystem::remove(path);
     return loaded;
@@ -235,17 +236,21 @@ bool accepted(const std::function<void()>& step) {
 
 // The programs' reading of a checkpoint, as eval_ppl, generate and train_lm --resume do it.
 void load_as_programs_do(kiln::SafetensorsFile file) {
-  kiln::Checkpoint ckpt;
-  if (!accepted([&] { ckpt = kiln::checkpoint_from(std::move(file), "fuzz input"); })) return;
+  kiln::lm::TransformerCheckpoint ckpt;
+  if (!accepted([&] {
+        ckpt = kiln::lm::transformer_checkpoint_from(
+            kiln::lm::checkpoint_from(std::move(file), "fuzz input"));
+      }))
+    return;
   std::unique_ptr<kiln::nn::TransformerLM> model;
   // An accepted checkpoint's model builds, and it is the model the config describes.
-  model = kiln::load_model(ckpt, kiln::Device::cpu());
+  model = kiln::lm::load_model(ckpt, kiln::Device::cpu());
   require(model->num_parameters() == kiln::nn::parameter_count(ckpt.config),
           "an accepted checkpoint builds the model of its config");
   // eval_ppl: the thread count (validated, not set: 1024 threads would only slow the fuzzer)
   // and the window length, then one evaluation.
   int threads = 0;
-  if (accepted([&] { threads = kiln::checkpoint_threads(ckpt); }))
+  if (accepted([&] { threads = kiln::lm::checkpoint_threads(ckpt); }))
     require(threads >= 0 && threads <= 1024, "an accepted thread count is one kiln runs");
   const auto train = ckpt.metadata.find("train");
   const std::int64_t T = train != ckpt.metadata.end() ? kiln::saved_seq_len(train->second) : 0;
@@ -253,25 +258,26 @@ void load_as_programs_do(kiln::SafetensorsFile file) {
     std::vector<std::int64_t> tokens(24);
     for (std::size_t i = 0; i < tokens.size(); ++i)
       tokens[i] = static_cast<std::int64_t>(i) % ckpt.config.vocab;
-    kiln::EvalOptions options;
+    kiln::lm::EvalOptions options;
     options.batch_size = 2, options.seq_len = T;
-    accepted([&] { kiln::evaluate(*model, tokens, options); });
+    accepted([&] { kiln::lm::evaluate(*model, tokens, options); });
   }
   // train_lm --resume: the saved settings, then the state and the optimizer's.
   if (train == ckpt.metadata.end()) return;
   kiln::TrainOptions options;
   if (!accepted([&] {
         kiln::merge_saved_options(
-            options, train->second, [](std::string_view) { return false; }, "fuzz input");
+            options, ckpt.config, train->second, [](std::string_view) { return false; },
+            "fuzz input");
         kiln::check_options(options);
       }))
     return;
-  kiln::TrainState state;
-  if (accepted([&] { state = kiln::read_train_state(ckpt); }))
+  kiln::lm::TrainState state;
+  if (accepted([&] { state = kiln::lm::read_train_state(ckpt); }))
     require(state.position.index >= 0 && state.position.index < state.windows &&
                 state.threads >= 1 && state.threads <= 1024,
             "an accepted training state has its data position in an epoch and a thread count");
-  accepted([&] { kiln::read_optimizer_state(ckpt, "Adam"); });
+  accepted([&] { kiln::lm::read_optimizer_state(ckpt, "Adam"); });
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-// The decoder (examples/common/decoder.h): the KV cache gives the logits of re-running the whole
+// The decoder (lm/generator.h): the KV cache gives the logits of re-running the whole
 // context, so cached and uncached generation pick the same tokens, greedy and sampled, also past
 // max_seq_len where the context slides and the cache is rebuilt.
 #include <catch2/catch.hpp>
 #include <cmath>
 
 #include "core/kiln.h"
-#include "examples/common/decoder.h"
+#include "lm/generator.h"
 #include "tests/generate/tiny_lm.h"
 #include "tests/harness/near.h"
 
@@ -39,7 +39,8 @@ const std::vector<std::int64_t> kPrompt{1, 2, 3};  // "the cat sat"
 TEST_CASE("cached steps give the logits of re-running the whole context") {
   for (const nn::TransformerConfig& config : configs()) {
     const auto model = tiny_model(config);
-    Decoder cached(*model, DecodeMode::cached), uncached(*model, DecodeMode::uncached);
+    lm::Generator cached(*model, lm::DecodeMode::cached),
+        uncached(*model, lm::DecodeMode::uncached);
     require_close(cached.start(kPrompt), uncached.start(kPrompt));
     // 20 steps from a 3-token prompt run 11 tokens past max_seq_len 12.
     for (std::int64_t step = 0; step < 20; ++step) {
@@ -54,24 +55,24 @@ TEST_CASE("cached steps give the logits of re-running the whole context") {
 
 TEST_CASE("the context keeps the last max_seq_len tokens") {
   const auto model = tiny_model(tiny_config());
-  Decoder decoder(*model, DecodeMode::cached);
+  lm::Generator generator(*model, lm::DecodeMode::cached);
   std::vector<std::int64_t> long_prompt;
   for (std::int64_t i = 0; i < 15; ++i) long_prompt.push_back(i % 20);
-  const std::vector<float> logits = decoder.start(long_prompt);
-  REQUIRE(decoder.dropped() == 3);
-  REQUIRE(decoder.context() ==
+  const std::vector<float> logits = generator.start(long_prompt);
+  REQUIRE(generator.dropped() == 3);
+  REQUIRE(generator.context() ==
           std::vector<std::int64_t>(long_prompt.begin() + 3, long_prompt.end()));
   // The same as starting from those 12 tokens.
-  Decoder fresh(*model, DecodeMode::uncached);
-  require_close(logits, fresh.start(decoder.context()));
-  decoder.append(5);
-  REQUIRE(decoder.dropped() == 4);
-  REQUIRE(decoder.context().back() == 5);
-  REQUIRE(decoder.context().size() == 12);
+  lm::Generator fresh(*model, lm::DecodeMode::uncached);
+  require_close(logits, fresh.start(generator.context()));
+  generator.append(5);
+  REQUIRE(generator.dropped() == 4);
+  REQUIRE(generator.context().back() == 5);
+  REQUIRE(generator.context().size() == 12);
 }
 
 TEST_CASE("cached and uncached generation pick the same tokens") {
-  const std::vector<SamplingOptions> options{
+  const std::vector<lm::SamplingOptions> options{
       {.greedy = true},
       {},
       {.temperature = 1.5},
@@ -79,12 +80,12 @@ TEST_CASE("cached and uncached generation pick the same tokens") {
   };
   for (const nn::TransformerConfig& config : configs()) {
     const auto model = tiny_model(config);
-    for (const SamplingOptions& option : options) {
-      Decoder cached(*model, DecodeMode::cached), uncached(*model, DecodeMode::uncached);
-      Generator gen_cached(77), gen_uncached(77);
-      const std::vector<std::int64_t> a = generate_tokens(cached, kPrompt, 30, option, gen_cached);
-      const std::vector<std::int64_t> b =
-          generate_tokens(uncached, kPrompt, 30, option, gen_uncached);
+    for (const lm::SamplingOptions& option : options) {
+      lm::Generator cached(*model, lm::DecodeMode::cached),
+          uncached(*model, lm::DecodeMode::uncached);
+      kiln::Generator gen_cached(77), gen_uncached(77);
+      const std::vector<std::int64_t> a = cached.generate(kPrompt, 30, option, gen_cached);
+      const std::vector<std::int64_t> b = uncached.generate(kPrompt, 30, option, gen_uncached);
       REQUIRE(a.size() == 30);
       REQUIRE(a == b);
       // The generator was consumed identically: ceil(vocab / 2) counters per sampled token.
@@ -97,9 +98,9 @@ TEST_CASE("cached and uncached generation pick the same tokens") {
 TEST_CASE("generation is deterministic for a seed, and the seed matters") {
   const auto model = tiny_model(tiny_config());
   auto run = [&](std::uint64_t seed) {
-    Decoder decoder(*model, DecodeMode::cached);
-    Generator gen(seed);
-    return generate_tokens(decoder, kPrompt, 40, {}, gen);
+    lm::Generator generator(*model, lm::DecodeMode::cached);
+    kiln::Generator gen(seed);
+    return generator.generate(kPrompt, 40, {}, gen);
   };
   REQUIRE(run(5) == run(5));
   REQUIRE(run(5) != run(6));
@@ -107,21 +108,21 @@ TEST_CASE("generation is deterministic for a seed, and the seed matters") {
 
 TEST_CASE("generate_tokens reports each token as it is picked") {
   const auto model = tiny_model(tiny_config());
-  Decoder decoder(*model, DecodeMode::cached);
-  Generator gen(1);
+  lm::Generator generator(*model, lm::DecodeMode::cached);
+  kiln::Generator gen(1);
   std::vector<std::int64_t> seen;
-  const std::vector<std::int64_t> tokens = generate_tokens(
-      decoder, kPrompt, 6, {}, gen, [&](std::int64_t token) { seen.push_back(token); });
+  const std::vector<std::int64_t> tokens =
+      generator.generate(kPrompt, 6, {}, gen, [&](std::int64_t token) { seen.push_back(token); });
   REQUIRE(seen == tokens);
   // The context holds the prompt and every token but the last (its successor was not needed).
-  REQUIRE(decoder.context().size() == kPrompt.size() + 5);
+  REQUIRE(generator.context().size() == kPrompt.size() + 5);
 }
 
 TEST_CASE("errors/decoder: an empty context and ids outside the vocabulary") {
   const auto model = tiny_model(tiny_config());
-  Decoder decoder(*model, DecodeMode::cached);
-  REQUIRE_THROWS_WITH(decoder.start(std::vector<std::int64_t>{}), Catch::Contains("empty"));
-  REQUIRE_THROWS_WITH(decoder.append(1), Catch::Contains("before start"));
-  REQUIRE_THROWS_WITH(decoder.start(std::vector<std::int64_t>{1, 24}),
+  lm::Generator generator(*model, lm::DecodeMode::cached);
+  REQUIRE_THROWS_WITH(generator.start(std::vector<std::int64_t>{}), Catch::Contains("empty"));
+  REQUIRE_THROWS_WITH(generator.append(1), Catch::Contains("before start"));
+  REQUIRE_THROWS_WITH(generator.start(std::vector<std::int64_t>{1, 24}),
                       Catch::Contains("outside the vocabulary"));
 }

@@ -3,8 +3,8 @@
 // stderr; errors exit with 1-127, never by a signal.
 #include <catch2/catch.hpp>
 
-#include "examples/common/checkpoint.h"
-#include "examples/common/decoder.h"
+#include "lm/generator.h"
+#include "lm/transformer_checkpoint.h"
 #include "tests/generate/tiny_lm.h"
 
 using namespace kiln;
@@ -43,14 +43,14 @@ TEST_CASE("generate prints the decoder's tokens as words, <eos> as a newline") {
   const ProgramRun run = generate(dir, {"--prompt", "the cat", "--tokens", "40", "--seed", "4"});
   require_success(run);
 
-  const Checkpoint ckpt = read_checkpoint(dir.file("tiny.safetensors"));
-  const auto model = load_model(ckpt, Device::cpu());
-  Decoder decoder(*model, DecodeMode::cached);
-  Generator gen(4);
+  const lm::TransformerCheckpoint ckpt =
+      lm::read_transformer_checkpoint(dir.file("tiny.safetensors"));
+  const auto model = lm::load_model(ckpt, Device::cpu());
+  lm::Generator generator(*model, lm::DecodeMode::cached);
+  kiln::Generator gen(4);
   std::string expected;
   bool line_empty = true;
-  for (std::int64_t token :
-       generate_tokens(decoder, std::vector<std::int64_t>{1, 2}, 40, {}, gen)) {
+  for (std::int64_t token : generator.generate(std::vector<std::int64_t>{1, 2}, 40, {}, gen)) {
     const std::string& word = ckpt.vocabulary.word(token);
     if (word == "<eos>") {
       expected += "\n";

@@ -1,4 +1,4 @@
-// Prompts and sentences (examples/common/words.h) are split by the corpus's own tokenizer: a
+// Prompts and sentences (lm/words.h) are split by the corpus's own tokenizer: a
 // prompt gives the ids the same text gives in a corpus file, without the "<eos>" the file adds
 // after its last line.
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "data/corpus.h"
-#include "examples/common/words.h"
+#include "lm/words.h"
 
 using namespace kiln;
 
@@ -32,19 +32,19 @@ TEST_CASE("a prompt splits as the same text does in a corpus file", "[words]") {
   for (const std::string text : {"the\u00a0cat sat", "the cat\nsat", "the\r\ncat\rsat",
                                  "the\u3000cat\x1csat", "  the cat  ", "the cat\n", "the\n\ncat"}) {
     INFO("text: " << text);
-    const EncodedText encoded = encode_words(text, vocab, "--prompt");
+    const lm::EncodedText encoded = lm::encode_words(text, vocab, "--prompt");
     CHECK(encoded.ids == as_in_a_corpus_file(text));
     CHECK(encoded.unknown.empty());
   }
-  CHECK(encode_words("the cat\nsat", vocab, "--prompt").ids ==
+  CHECK(lm::encode_words("the cat\nsat", vocab, "--prompt").ids ==
         std::vector<std::int64_t>{1, 2, 0, 3});
-  CHECK(encode_words("the cat\n", vocab, "--prompt").ids == std::vector<std::int64_t>{1, 2, 0});
-  CHECK(encode_words("", vocab, "--prompt").ids.empty());
+  CHECK(lm::encode_words("the cat\n", vocab, "--prompt").ids == std::vector<std::int64_t>{1, 2, 0});
+  CHECK(lm::encode_words("", vocab, "--prompt").ids.empty());
 }
 
 TEST_CASE("a prompt that is not UTF-8 text is an error naming the flag", "[words]") {
-  REQUIRE_THROWS_WITH(encode_words("the \xff cat", words_vocabulary(), "--prompt"),
+  REQUIRE_THROWS_WITH(lm::encode_words("the \xff cat", words_vocabulary(), "--prompt"),
                       Catch::Contains("--prompt") && Catch::Contains("UTF-8"));
-  REQUIRE_THROWS_WITH(encode_words(std::string("the\0cat", 7), words_vocabulary(), "--text"),
+  REQUIRE_THROWS_WITH(lm::encode_words(std::string("the\0cat", 7), words_vocabulary(), "--text"),
                       Catch::Contains("--text") && Catch::Contains("NUL"));
 }

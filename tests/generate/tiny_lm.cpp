@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "core/generator.h"
-#include "examples/common/checkpoint.h"
+#include "lm/checkpoint.h"
 
 extern char** environ;
 
@@ -40,7 +40,7 @@ std::unique_ptr<nn::TransformerLM> tiny_model(const nn::TransformerConfig& confi
 
 std::string write_tiny_checkpoint(const TempDir& dir) {
   const std::string path = dir.file("tiny.safetensors");
-  write_checkpoint(path, *tiny_model(tiny_config()), tiny_vocabulary(), {}, {});
+  lm::write_checkpoint(path, *tiny_model(tiny_config()), tiny_vocabulary(), {}, {});
   return path;
 }
 

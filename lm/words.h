@@ -13,7 +13,7 @@
 
 #include "data/vocabulary.h"
 
-namespace kiln {
+namespace kiln::lm {
 
 struct EncodedText {
   std::vector<std::int64_t> ids;     // one per word
@@ -28,4 +28,4 @@ EncodedText encode_words(std::string_view text, const Vocabulary& vocab, std::st
 // "<program>: warning: ..." on stderr listing the words that became <unk> (nothing if none).
 void warn_unknown_words(const EncodedText& text, std::string_view program);
 
-}  // namespace kiln
+}  // namespace kiln::lm

@@ -1,16 +1,14 @@
-#include "examples/common/checkpoint.h"
+#include "lm/transformer_checkpoint.h"
 
-#include <filesystem>
 #include <map>
 #include <new>
 #include <string_view>
 #include <vector>
 
 #include "core/host_memory.h"
-#include "core/utf8.h"
 #include "nn/transformer_layout.h"
 
-namespace kiln {
+namespace kiln::lm {
 
 namespace {
 
@@ -23,7 +21,7 @@ std::string config_summary(const nn::TransformerConfig& c) {
 // against this machine's memory, before a byte is claimed for the model: an untrusted config
 // must not make kiln build a model of 10^9 layers, or one of 3 GB, to find that the file's
 // tensors do not fit it.
-void check_config_fits_tensors(const Checkpoint& ckpt) {
+void check_config_fits_tensors(const TransformerCheckpoint& ckpt) {
   const nn::TransformerConfig& c = ckpt.config;
   const std::int64_t expected = nn::state_tensor_count(c);
   KILN_CHECK(expected == static_cast<std::int64_t>(ckpt.model.size()),
@@ -58,46 +56,27 @@ void check_config_fits_tensors(const Checkpoint& ckpt) {
 
 }  // namespace
 
-Checkpoint checkpoint_from(SafetensorsFile file, const std::string& path) {
-  Checkpoint ckpt;
-  ckpt.path = path;
-  ckpt.metadata = std::move(file.metadata);
-  auto entry = [&](const char* key) -> const std::string& {
-    const auto it = ckpt.metadata.find(key);
-    KILN_CHECK(it != ckpt.metadata.end(),
-               "checkpoint {}: metadata has no '{}' (not a kiln TransformerLM checkpoint?)", path,
-               key);
-    return it->second;
-  };
-  KILN_CHECK(entry("format") == kCheckpointFormat,
-             "checkpoint {}: format '{}' is not the '{}' this kiln reads", path, entry("format"),
-             kCheckpointFormat);
+TransformerCheckpoint transformer_checkpoint_from(Checkpoint checkpoint) {
+  TransformerCheckpoint ckpt;
+  static_cast<Checkpoint&>(ckpt) = std::move(checkpoint);
+  const std::string& config = metadata_entry(ckpt, "config", "a kiln TransformerLM checkpoint");
   try {
-    ckpt.config = nn::TransformerConfig::from_json(entry("config"));
-    ckpt.vocabulary = Vocabulary::from_string(entry("vocab"));
+    ckpt.config = nn::TransformerConfig::from_json(config);
   } catch (const Error& e) {
-    fail("checkpoint {}: {}", path, e.what());
+    fail("checkpoint {}: {}", ckpt.path, e.what());
   }
   KILN_CHECK(ckpt.vocabulary.size() == ckpt.config.vocab,
-             "checkpoint {}: the vocabulary has {} words but the config says vocab {}", path,
+             "checkpoint {}: the vocabulary has {} words but the config says vocab {}", ckpt.path,
              ckpt.vocabulary.size(), ckpt.config.vocab);
-  const std::string prefix = kOptimizerPrefix;
-  for (auto& [name, tensor] : file.tensors) {
-    if (name.rfind(prefix, 0) == 0) {
-      ckpt.optimizer.emplace_back(name.substr(prefix.size()), std::move(tensor));
-    } else {
-      ckpt.model.emplace_back(name, std::move(tensor));
-    }
-  }
   check_config_fits_tensors(ckpt);
   return ckpt;
 }
 
-Checkpoint read_checkpoint(const std::string& path) {
-  return checkpoint_from(load_safetensors(path), path);
+TransformerCheckpoint read_transformer_checkpoint(const std::string& path) {
+  return transformer_checkpoint_from(read_checkpoint(path));
 }
 
-std::unique_ptr<nn::TransformerLM> load_model(const Checkpoint& ckpt, Device device) {
+std::unique_ptr<nn::TransformerLM> load_model(const TransformerCheckpoint& ckpt, Device device) {
   std::unique_ptr<nn::TransformerLM> model;
   try {
     model = std::make_unique<nn::TransformerLM>(ckpt.config);
@@ -114,21 +93,4 @@ std::unique_ptr<nn::TransformerLM> load_model(const Checkpoint& ckpt, Device dev
   return model;
 }
 
-void write_checkpoint(const std::string& path, const nn::TransformerLM& model,
-                      const Vocabulary& vocabulary, const NamedTensors& optimizer_state,
-                      Metadata metadata) {
-  metadata["format"] = kCheckpointFormat;
-  metadata["config"] = model.config().to_json();
-  metadata["vocab"] = vocabulary.to_string();
-  NamedTensors tensors = model.state_dict();
-  for (const auto& [name, tensor] : optimizer_state)
-    tensors.emplace_back(std::string(kOptimizerPrefix) + name, tensor);
-  save_safetensors(path, tensors, metadata);
-}
-
-std::string best_checkpoint_path(const std::string& path) {
-  const std::filesystem::path p(path);
-  return (p.parent_path() / (p.stem().string() + ".best" + p.extension().string())).string();
-}
-
-}  // namespace kiln
+}  // namespace kiln::lm

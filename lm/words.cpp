@@ -1,4 +1,4 @@
-#include "examples/common/words.h"
+#include "lm/words.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "data/corpus.h"
 
-namespace kiln {
+namespace kiln::lm {
 
 EncodedText encode_words(std::string_view text, const Vocabulary& vocab, std::string_view flag) {
   EncodedText encoded;
@@ -42,4 +42,4 @@ void warn_unknown_words(const EncodedText& text, std::string_view program) {
                    .c_str());
 }
 
-}  // namespace kiln
+}  // namespace kiln::lm

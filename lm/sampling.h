@@ -18,7 +18,7 @@
 // within that rounding of each other.
 //
 //   SamplingOptions options{.temperature = 0.8, .top_p = 0.95};
-//   Generator gen(seed);
+//   kiln::Generator gen(seed);
 //   std::int64_t token = sample_next(logits, options, gen);
 #pragma once
 
@@ -28,7 +28,7 @@
 
 #include "core/generator.h"
 
-namespace kiln {
+namespace kiln::lm {
 
 struct SamplingOptions {
   bool greedy = false;       // the most probable token, no draw (ignores the rest)
@@ -52,6 +52,6 @@ std::vector<double> next_token_distribution(std::span<const float> logits,
 // The next token: argmax when greedy (the generator is untouched), else a draw from
 // next_token_distribution (the exponential race above, ceil(vocab / 2) counters of gen).
 std::int64_t sample_next(std::span<const float> logits, const SamplingOptions& options,
-                         Generator& gen);
+                         kiln::Generator& gen);
 
-}  // namespace kiln
+}  // namespace kiln::lm

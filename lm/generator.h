@@ -1,5 +1,5 @@
-// Next-token logits for a growing sequence of tokens, with or without the KV cache, and the
-// generation loop that samples from them.
+// lm::Generator: next-token logits for a growing sequence of tokens, with or without the KV
+// cache, and the generation loop that samples from them.
 //
 // Cached: starting runs the context once and fills every layer's KV cache; each appended token
 // then runs alone (one position of projections, attention over the cached K and V), so a token
@@ -11,9 +11,9 @@
 // and the cached path rebuilds its cache from the tokens left (positions are absolute, so cached
 // keys cannot be shifted). Both therefore see the same context at every step.
 //
-//   Decoder decoder(model, DecodeMode::cached);
-//   Generator gen(seed);
-//   std::vector<std::int64_t> tokens = generate_tokens(decoder, prompt, 50, options, gen);
+//   lm::Generator generator(model, lm::DecodeMode::cached);
+//   kiln::Generator rng(seed);   // the random draws (core/generator.h)
+//   std::vector<std::int64_t> tokens = generator.generate(prompt, 50, options, rng);
 #pragma once
 
 #include <cstdint>
@@ -21,17 +21,17 @@
 #include <span>
 #include <vector>
 
-#include "examples/common/sampling.h"
+#include "lm/sampling.h"
 #include "nn/transformer_lm.h"
 
-namespace kiln {
+namespace kiln::lm {
 
 enum class DecodeMode { cached, uncached };
 
-class Decoder {
+class Generator {
  public:
-  // The model must outlive the decoder; it should be in eval mode (load_model leaves it so).
-  Decoder(const nn::TransformerLM& model, DecodeMode mode);
+  // The model must outlive the generator; it should be in eval mode (load_model leaves it so).
+  Generator(const nn::TransformerLM& model, DecodeMode mode);
 
   // Makes `tokens` (their last max_seq_len) the context and returns the logits of the next
   // token (vocab). An empty context is an error.
@@ -43,6 +43,13 @@ class Decoder {
   // Tokens dropped from the front of the context since start() (0 while it fits).
   std::int64_t dropped() const { return dropped_; }
   DecodeMode mode() const { return mode_; }
+
+  // Generates n tokens after prompt: starts on the prompt, then picks each token with
+  // sample_next (drawing from rng) and appends it. on_token (optional) sees each token as soon
+  // as it is picked.
+  std::vector<std::int64_t> generate(std::span<const std::int64_t> prompt, std::int64_t n,
+                                     const SamplingOptions& options, kiln::Generator& rng,
+                                     const std::function<void(std::int64_t)>& on_token = {});
 
  private:
   // Runs ids (the positions after the cached ones, or the whole context) and returns the last
@@ -59,11 +66,4 @@ class Decoder {
   std::vector<nn::KVCache> caches_;  // cached mode; storage kept across rebuilds
 };
 
-// Generates n tokens after prompt: starts the decoder on the prompt, then picks each token with
-// sample_next and appends it. on_token (optional) sees each token as soon as it is picked.
-std::vector<std::int64_t> generate_tokens(Decoder& decoder, std::span<const std::int64_t> prompt,
-                                          std::int64_t n, const SamplingOptions& options,
-                                          Generator& gen,
-                                          const std::function<void(std::int64_t)>& on_token = {});
-
-}  // namespace kiln
+}  // namespace kiln::lm

@@ -1,4 +1,4 @@
-#include "examples/common/evaluate.h"
+#include "lm/evaluate.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include "core/checked.h"
 #include "core/ops/factories.h"
 
-namespace kiln {
+namespace kiln::lm {
 
 namespace {
 
@@ -35,7 +35,7 @@ class EvalModeGuard {
 
 }  // namespace
 
-EvalResult evaluate(nn::TransformerLM& model, const std::vector<std::int64_t>& tokens,
+EvalResult evaluate(nn::LanguageModel& model, const std::vector<std::int64_t>& tokens,
                     const EvalOptions& options) {
   const std::int64_t B = options.batch_size, T = options.seq_len;
   const std::int64_t S = options.stride == 0 ? T : options.stride;
@@ -104,4 +104,4 @@ EvalResult evaluate(nn::TransformerLM& model, const std::vector<std::int64_t>& t
 
 std::string format_ppl(double loss) { return fmt::format("{:.2f}", std::exp(loss)); }
 
-}  // namespace kiln
+}  // namespace kiln::lm

@@ -1,4 +1,4 @@
-#include "examples/common/train_state.h"
+#include "lm/train_state.h"
 
 #include <charconv>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "core/build_info.h"
 #include "core/threads.h"
 
-namespace kiln {
+namespace kiln::lm {
 
 namespace {
 
@@ -28,8 +28,8 @@ class Entries {
   const std::string& text(const std::string& key) const {
     const auto it = ckpt_.metadata.find(key);
     KILN_CHECK(it != ckpt_.metadata.end(),
-               "checkpoint {}: metadata has no '{}' (not a train_lm training checkpoint?)",
-               ckpt_.path, key);
+               "checkpoint {}: metadata has no '{}' (not a training checkpoint?)", ckpt_.path,
+               key);
     return it->second;
   }
   json object(const std::string& key) const {
@@ -82,19 +82,20 @@ std::vector<CurvePoint> curve_points(const json& j, const Checkpoint& ckpt) {
   return points;
 }
 
-Metadata provenance(std::int64_t step, int threads, const TrainOptions& options) {
-  return {{"step", std::to_string(step)},
-          {"threads", std::to_string(threads)},
-          {"git", build_info().git},
-          {"train", saved_options_json(options)}};
+Metadata provenance(std::int64_t step, int threads, const Metadata& settings) {
+  Metadata m = settings;
+  m["step"] = std::to_string(step);
+  m["threads"] = std::to_string(threads);
+  m["git"] = build_info().git;
+  return m;
 }
 
 }  // namespace
 
-void save_training_checkpoint(const std::string& path, const nn::TransformerLM& model,
+void save_training_checkpoint(const std::string& path, const nn::LanguageModel& model,
                               const Vocabulary& vocabulary, const Optimizer& optimizer,
-                              const TrainState& s, const TrainOptions& options) {
-  Metadata m = provenance(s.step, s.threads, options);
+                              const TrainState& s, const Metadata& settings) {
+  Metadata m = provenance(s.step, s.threads, settings);
   m["decay_steps"] = std::to_string(s.decay_steps);
   m["rng"] = json{{"dropout", {{"seed", s.dropout_seed}, {"offset", s.dropout_offset}}}}.dump();
   m["data_position"] = json{
@@ -187,10 +188,10 @@ std::optional<double> saved_valid_loss(const Checkpoint& ckpt) {
   return loss;
 }
 
-void save_best_weights(const std::string& path, const nn::TransformerLM& model,
+void save_best_weights(const std::string& path, const nn::LanguageModel& model,
                        const Vocabulary& vocabulary, std::int64_t step, double valid_loss,
-                       int threads, const TrainOptions& options) {
-  Metadata m = provenance(step, threads, options);
+                       int threads, const Metadata& settings) {
+  Metadata m = provenance(step, threads, settings);
   m["valid_loss"] = double_text(valid_loss);
   write_checkpoint(path, model, vocabulary, {}, std::move(m));
 }
@@ -209,4 +210,4 @@ int checkpoint_threads(const Checkpoint& ckpt) {
   return threads;
 }
 
-}  // namespace kiln
+}  // namespace kiln::lm

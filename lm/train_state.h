@@ -11,14 +11,15 @@
 //                   starts at window i of epoch e's order (W windows per epoch, to check the data)
 //   threads         CPU threads of the run
 //   git             the commit kiln was built from
-//   train           the saved flags (examples/common/options.h)
+//   train           the program's saved settings (train_lm: examples/common/options.h)
+//   config          a TransformerLM's config (lm/transformer_checkpoint.h)
 //   optimizer       {"name": "Adam", "step": n}: step() calls so far (its tensors are optim.*)
 //   schedule        {"lr": η_p, "best_loss": ..., "bad_evals": n}: optim/schedule.h's state
 //   history         {"elapsed_s": ..., "best_step": n, "train": [[step, loss], ...],
 //                    "valid": [[step, loss], ...]}: for the log, the metrics and the loss curve
 //
 // A best-weights checkpoint (PATH.best) holds the model only, with step, valid_loss, threads,
-// git and train, so eval_ppl finds the training window length and thread count in it.
+// git, config and train, so eval_ppl finds the training window length and thread count in it.
 #pragma once
 
 #include <cstdint>
@@ -26,13 +27,13 @@
 #include <string>
 #include <string_view>
 
-#include "examples/common/checkpoint.h"
-#include "examples/common/loss_curve.h"
-#include "examples/common/options.h"
+#include "lm/checkpoint.h"
+#include "lm/history.h"
+#include "nn/language_model.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 
-namespace kiln {
+namespace kiln::lm {
 
 // Where the batch iterator resumes: window `index` of epoch `epoch`'s order.
 struct DataPosition {
@@ -54,10 +55,11 @@ struct TrainState {
   LossCurve curve;
 };
 
-// Writes a training checkpoint: model, optimizer state, state and options (see above).
-void save_training_checkpoint(const std::string& path, const nn::TransformerLM& model,
+// Writes a training checkpoint: model, optimizer state, state (see above) and `settings`, the
+// entries that describe the run (a program's saved flags, "train").
+void save_training_checkpoint(const std::string& path, const nn::LanguageModel& model,
                               const Vocabulary& vocabulary, const Optimizer& optimizer,
-                              const TrainState& state, const TrainOptions& options);
+                              const TrainState& state, const Metadata& settings);
 
 // The state of a training checkpoint, every value checked against what a run can have written
 // (a data position inside the epoch, a thread count in [1, kMaxThreads], ...); errors name the
@@ -71,12 +73,12 @@ OptimizerState read_optimizer_state(const Checkpoint& checkpoint, std::string_vi
 std::optional<double> saved_valid_loss(const Checkpoint& checkpoint);
 
 // Writes the best-by-validation weights (model only, see above).
-void save_best_weights(const std::string& path, const nn::TransformerLM& model,
+void save_best_weights(const std::string& path, const nn::LanguageModel& model,
                        const Vocabulary& vocabulary, std::int64_t step, double valid_loss,
-                       int threads, const TrainOptions& options);
+                       int threads, const Metadata& settings);
 
 // The thread count a checkpoint records, or 0 if it has none; an error naming the file when it is
 // not in [1, kMaxThreads].
 int checkpoint_threads(const Checkpoint& checkpoint);
 
-}  // namespace kiln
+}  // namespace kiln::lm

@@ -1,4 +1,4 @@
-#include "examples/common/sampling.h"
+#include "lm/sampling.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "core/philox.h"
 
-namespace kiln {
+namespace kiln::lm {
 
 namespace {
 
@@ -92,7 +92,7 @@ std::vector<double> next_token_distribution(std::span<const float> logits,
 }
 
 std::int64_t sample_next(std::span<const float> logits, const SamplingOptions& options,
-                         Generator& gen) {
+                         kiln::Generator& gen) {
   if (options.greedy) return argmax(logits);
   const std::vector<double> p = next_token_distribution(logits, options);
   // Exponential race: E_i ~ Exp(1) for every token, and the largest p_i / E_i wins, which
@@ -121,4 +121,4 @@ std::int64_t sample_next(std::span<const float> logits, const SamplingOptions& o
   return winner;
 }
 
-}  // namespace kiln
+}  // namespace kiln::lm

@@ -8,7 +8,7 @@
 // has up to T rows of input and scores only its last S targets (the first window scores all of
 // its own), so every target is still scored exactly once, with more left context.
 //
-//   EvalResult r = evaluate(model, corpus.valid().ids, {.batch_size = 10, .seq_len = 64});
+//   lm::EvalResult r = lm::evaluate(model, corpus.valid().ids, {.batch_size = 10, .seq_len = 64});
 //   fmt::print("valid ppl {}\n", format_ppl(r.loss));
 #pragma once
 
@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "nn/transformer_lm.h"
+#include "nn/language_model.h"
 
-namespace kiln {
+namespace kiln::lm {
 
 struct EvalOptions {
   std::int64_t batch_size = 10;  // B
@@ -38,10 +38,10 @@ struct EvalResult {
 
 // Runs the model (in eval mode, without autograd; its mode is restored) over tokens on the
 // model's device. Needs at least 2·B tokens.
-EvalResult evaluate(nn::TransformerLM& model, const std::vector<std::int64_t>& tokens,
+EvalResult evaluate(nn::LanguageModel& model, const std::vector<std::int64_t>& tokens,
                     const EvalOptions& options);
 
 // exp(loss) as "{:.2f}": fixed notation, never an exponent.
 std::string format_ppl(double loss);
 
-}  // namespace kiln
+}  // namespace kiln::lm

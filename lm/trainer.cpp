@@ -1,0 +1,396 @@
+#include "lm/trainer.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/autograd.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduction.h"
+#include "optim/clip.h"
+
+namespace kiln::lm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The dropout masks' seed, kept apart from the weights' (the same Philox key would draw the
+// same numbers for both).
+constexpr std::uint64_t kDropoutSeedTag = 0x64726f70ULL << 32;  // "drop"
+
+// The schedule of the options; cosine (and step without a step size) need a length.
+ScheduleConfig complete_schedule(ScheduleConfig config, std::int64_t decay_steps) {
+  const bool needs_length = config.kind == ScheduleKind::cosine ||
+                            (config.kind == ScheduleKind::step && config.step_size == 0);
+  KILN_CHECK(!needs_length || decay_steps > 0,
+             "--decay-steps: the {} schedule needs a length; give --decay-steps, --epochs or "
+             "--steps",
+             schedule_kind_name(config.kind));
+  if (config.step_size == 0) config.step_size = std::max<std::int64_t>(1, decay_steps / 3);
+  return config;
+}
+
+NamedTensors weights_copy(const nn::Module& model) {
+  NamedTensors copy;
+  for (const auto& [name, tensor] : model.state_dict())
+    copy.emplace_back(name, tensor.detach().clone().to(Device::cpu()));
+  return copy;
+}
+
+bool weights_finite(const nn::Module& model) {
+  NoGradGuard no_grad;
+  for (const Tensor& p : model.parameters())
+    if (!std::isfinite(p.sum().item<double>())) return false;
+  return true;
+}
+
+// The loss of the model (in eval mode, without autograd or dropout draws, so a resumed run stays
+// bit-exact) on one batch: a check that the weights are usable, since finite weights can still
+// overflow a forward pass (weights of 1e30 after one step at --lr 1e30).
+double probe_loss(nn::LanguageModel& model, const Batch& batch) {
+  NoGradGuard no_grad;
+  model.eval();
+  const double loss = model.loss(batch.inputs, batch.targets).item<double>();
+  model.train();
+  return loss;
+}
+
+// Two checkpoints of the same model: the same tensor names and shapes, the same model
+// description (a TransformerLM's config) and vocabulary.
+bool same_model(const Checkpoint& a, const Checkpoint& b) {
+  const auto config = [](const Checkpoint& c) {
+    const auto it = c.metadata.find("config");
+    return it == c.metadata.end() ? std::string() : it->second;
+  };
+  if (config(a) != config(b) || a.vocabulary.words() != b.vocabulary.words() ||
+      a.model.size() != b.model.size())
+    return false;
+  for (std::size_t i = 0; i < a.model.size(); ++i)
+    if (a.model[i].first != b.model[i].first ||
+        a.model[i].second.shape() != b.model[i].second.shape())
+      return false;
+  return true;
+}
+
+std::int64_t saved_step(const Checkpoint& file) {
+  const auto it = file.metadata.find("step");
+  if (it == file.metadata.end()) return -1;
+  std::int64_t step = -1;
+  std::from_chars(it->second.data(), it->second.data() + it->second.size(), step);
+  return step;
+}
+
+}  // namespace
+
+Trainer::Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Corpus& corpus,
+                 TrainerOptions options)
+    : model_(model),
+      optimizer_(optimizer),
+      corpus_(corpus),
+      options_(std::move(options)),
+      batches_(corpus.train().ids, options_.batch_size, options_.seq_len),
+      best_path_(options_.save.empty() ? "" : best_checkpoint_path(options_.save)),
+      best_loss_(std::numeric_limits<double>::infinity()) {
+  KILN_CHECK(options_.grad_accum >= 1 && options_.grad_accum <= windows(),
+             "--grad-accum {} exceeds the {} windows of an epoch (a step never spans epochs)",
+             options_.grad_accum, windows());
+  state_.decay_steps = options_.decay_steps > 0 ? options_.decay_steps
+                       : options_.epochs > 0    ? options_.epochs * steps_per_epoch()
+                                                : options_.steps;
+  state_.windows = windows();
+  state_.shuffle_seed = options_.seed;
+  state_.threads = options_.threads;
+  model_.dropout_generator().set_state(options_.seed ^ kDropoutSeedTag, 0);
+  order_ = batches_.epoch_order(state_.shuffle_seed, state_.position.epoch, options_.shuffle);
+  probe_batch_ = batches_.window(0, options_.device);
+  model_.train();
+}
+
+void Trainer::resume(const Checkpoint& resumed) {
+  const std::int64_t decay_steps = state_.decay_steps;
+  state_ = read_train_state(resumed);
+  KILN_CHECK(state_.windows == windows(),
+             "--resume {}: the run had {} windows per epoch but this corpus gives {}: not the "
+             "same corpus",
+             resumed.path, state_.windows, windows());
+  model_.load_state_dict(resumed.model);
+  model_.to(options_.device);
+  model_.train();
+  model_.dropout_generator().set_state(state_.dropout_seed, state_.dropout_offset);
+  if (options_.decay_steps > 0 && decay_steps != state_.decay_steps) {
+    message(fmt::format("note: --decay-steps {} overrides the checkpoint's {}", decay_steps,
+                        state_.decay_steps));
+    state_.decay_steps = decay_steps;
+  }
+  state_.threads = options_.threads;
+  optimizer_.load_state_dict(read_optimizer_state(resumed, optimizer_.name()));
+  schedule().load_state(state_.schedule);
+  order_ = batches_.epoch_order(state_.shuffle_seed, state_.position.epoch, options_.shuffle);
+  elapsed_before_ = state_.elapsed_s;
+  first_step_ = state_.step;
+  last_eval_step_ = state_.curve.valid.empty() ? -1 : state_.curve.valid.back().step;
+  find_resumed_best(resumed);
+}
+
+// The best-by-validation weights a resumed run starts from: the best of the resumed run's .best
+// file and, when it holds the same model, the .best file this run will write (an older
+// checkpoint resumed into the same save path), by the validation loss each file records. The
+// loss must come from the file whose weights are kept: the resumed checkpoint's own record may
+// be older than the .best beside it.
+void Trainer::find_resumed_best(const Checkpoint& resumed) {
+  std::vector<std::string> candidates = {best_checkpoint_path(resumed.path)};
+  if (!best_path_.empty() && best_path_ != candidates[0]) candidates.push_back(best_path_);
+  std::string found;
+  for (const std::string& path : candidates) {
+    if (!std::filesystem::exists(path)) {
+      if (path == candidates[0] && state_.best_step >= 0)
+        message(fmt::format("warning: {} is missing: the best weights start afresh", path));
+      continue;
+    }
+    const Checkpoint file = read_checkpoint(path);
+    if (!same_model(file, resumed)) {
+      message(fmt::format(
+          "warning: {} holds another model than {}; it is not a candidate for the best weights",
+          path, resumed.path));
+      continue;
+    }
+    const double loss = saved_valid_loss(file).value_or(state_.schedule.best_loss);
+    if (!(loss < best_loss_)) continue;
+    best_ = file.model;
+    best_loss_ = loss;
+    state_.best_step = saved_step(file);
+    found = path;
+  }
+  best_written_ = !found.empty() && found == best_path_;
+  if (!found.empty() && found != candidates[0])
+    message(fmt::format("note: the best weights so far are {}'s (valid loss {:.4f} at step {})",
+                        found, best_loss_, state_.best_step));
+}
+
+// Built on first use: a resumed run's length is the checkpoint's, known only after resume().
+Schedule& Trainer::schedule() {
+  if (!schedule_) schedule_.emplace(complete_schedule(options_.schedule, state_.decay_steps));
+  return *schedule_;
+}
+
+std::int64_t Trainer::steps_per_epoch() const {
+  return (windows() + options_.grad_accum - 1) / options_.grad_accum;
+}
+
+std::int64_t Trainer::total_steps() const {
+  std::int64_t total = options_.steps;
+  if (options_.epochs > 0)
+    total = std::min(total > 0 ? total : std::numeric_limits<std::int64_t>::max(),
+                     options_.epochs * steps_per_epoch());
+  return total;
+}
+
+void Trainer::notify(const std::function<void(TrainObserver&)>& call) const {
+  for (TrainObserver* observer : observers_) call(*observer);
+}
+
+void Trainer::message(const std::string& text) const {
+  notify([&](TrainObserver& o) { o.on_message(*this, text); });
+}
+
+double Trainer::elapsed() const { return elapsed_before_ + train_seconds_ + valid_seconds_; }
+
+StepRecord Trainer::step() {
+  const auto start = Clock::now();
+  const double lr = schedule().lr(state_.step, state_.decay_steps);
+  optimizer_.set_lr(lr);
+  optimizer_.zero_grad();
+  const std::int64_t n = std::min(options_.grad_accum, windows() - state_.position.index);
+  double loss_sum = 0.0;
+  std::int64_t tokens = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Batch batch = batches_.window(order_[state_.position.index + i], options_.device);
+    const Tensor loss = model_.loss(batch.inputs, batch.targets);
+    (n == 1 ? loss : loss * (1.0 / static_cast<double>(n))).backward();
+    loss_sum += loss.item<double>();
+    tokens += batch.targets.numel();
+  }
+  const double loss = loss_sum / static_cast<double>(n);
+  const double norm = grad_norm(optimizer_.parameters());
+  const bool finite = std::isfinite(loss) && std::isfinite(norm);
+  KILN_CHECK(finite || options_.skip_nonfinite,
+             "step {}: the loss is {} and the gradient norm {}; stopping without saving (the "
+             "last checkpoint is untouched). Lower --lr, or pass --skip-nonfinite to skip such "
+             "steps",
+             state_.step + 1, loss, norm);
+  if (finite) {
+    optimizer_.step(options_.clip > 0 ? clip_scale(norm, options_.clip) : 1.0);
+  } else {
+    ++skipped_;
+    message(
+        fmt::format("step {}: skipped (loss {}, gradient norm {})", state_.step + 1, loss, norm));
+  }
+  ++state_.step;
+  const std::int64_t epoch = state_.position.epoch;
+  state_.position.index += n;
+  if (state_.position.index == windows()) {
+    state_.position = {epoch + 1, 0};
+    order_ = batches_.epoch_order(state_.shuffle_seed, state_.position.epoch, options_.shuffle);
+  }
+  const double seconds = seconds_since(start);
+  train_seconds_ += seconds;
+  run_tokens_ += tokens;
+
+  const StepRecord record{.step = state_.step,
+                          .epoch = epoch + 1,
+                          .epoch_done = state_.position.index == 0
+                                            ? 1.0
+                                            : static_cast<double>(state_.position.index) /
+                                                  static_cast<double>(windows()),
+                          .loss = finite ? loss : std::numeric_limits<double>::quiet_NaN(),
+                          .lr = lr,
+                          .grad_norm = norm,
+                          .tokens = tokens,
+                          .seconds = seconds,
+                          .clock = train_seconds_,
+                          .elapsed = elapsed()};
+  ++interval_steps_;
+  if (finite) {
+    interval_loss_sum_ += loss;
+    ++interval_finite_;
+  }
+  interval_tokens_ += tokens;
+  interval_seconds_ += seconds;
+  const IntervalSummary interval{
+      interval_finite_ > 0 ? interval_loss_sum_ / static_cast<double>(interval_finite_)
+                           : std::numeric_limits<double>::quiet_NaN(),
+      interval_seconds_ > 0 ? static_cast<double>(interval_tokens_) / interval_seconds_ : 0.0,
+      interval_steps_ - interval_finite_, interval_steps_};
+  const bool due = state_.step % options_.log_every == 0;
+  if (due) {
+    if (std::isfinite(interval.loss)) state_.curve.train.push_back({state_.step, interval.loss});
+    interval_loss_sum_ = interval_seconds_ = 0.0;
+    interval_finite_ = interval_steps_ = interval_tokens_ = 0;
+  }
+  notify([&](TrainObserver& o) { o.on_step(*this, record, interval, due); });
+  return record;
+}
+
+std::optional<ValidationRecord> Trainer::validate() {
+  const EvalResult r = evaluate(model_, corpus_.valid().ids,
+                                {.batch_size = options_.eval_batch_size,
+                                 .seq_len = options_.seq_len,
+                                 .cancelled = options_.stop_requested});
+  valid_seconds_ += r.seconds;
+  if (!r.complete) return std::nullopt;
+  last_eval_step_ = state_.step;
+  ValidationRecord record{.step = state_.step, .loss = r.loss, .seconds = r.seconds};
+  record.lr_cut = schedule().observe(r.loss);
+  record.lr = schedule().state().lr;
+  state_.curve.valid.push_back({state_.step, r.loss});
+  if (r.loss < best_loss_) {
+    best_loss_ = r.loss;
+    state_.best_step = state_.step;
+    best_ = weights_copy(model_);
+    best_validated_here_ = true;
+    record.new_best = true;
+    if (!best_path_.empty()) {
+      save_best(state_.step, r.loss);
+      record.best_path = best_path_;
+    }
+  }
+  notify([&](TrainObserver& o) { o.on_validation(*this, record); });
+  return record;
+}
+
+void Trainer::save_best(std::int64_t step, double loss) {
+  if (best_validated_here_ && state_.best_step == step) {
+    save_best_weights(best_path_, model_, corpus_.vocabulary(), step, loss, options_.threads,
+                      options_.settings);
+  } else {
+    // The best weights came from the resumed run's PATH.best: put them beside this PATH.
+    NamedTensors current = weights_copy(model_);
+    model_.load_state_dict(best_);
+    save_best_weights(best_path_, model_, corpus_.vocabulary(), step, loss, options_.threads,
+                      options_.settings);
+    model_.load_state_dict(current);
+  }
+  best_written_ = true;
+}
+
+void Trainer::save() {
+  KILN_CHECK(weights_finite(model_),
+             "step {}: the weights are not finite; {} keeps its last good state", state_.step,
+             options_.save);
+  const double probe = probe_loss(model_, probe_batch_);
+  KILN_CHECK(std::isfinite(probe),
+             "step {}: the weights give a loss of {} on the first training window; {} keeps "
+             "its last good state. Lower --lr",
+             state_.step, probe, options_.save);
+  state_.dropout_seed = model_.dropout_generator().seed();
+  state_.dropout_offset = model_.dropout_generator().offset();
+  state_.schedule = schedule().state();
+  state_.elapsed_s = elapsed();
+  save_training_checkpoint(options_.save, model_, corpus_.vocabulary(), optimizer_, state_,
+                           options_.settings);
+}
+
+StopReason Trainer::train() {
+  schedule();  // a schedule without a length is an error before the first step
+  while (!stop_requested()) {
+    if (options_.steps > 0 && state_.step >= options_.steps) return StopReason::steps;
+    if (options_.epochs > 0 && state_.position.epoch >= options_.epochs) return StopReason::epochs;
+    if (options_.time_budget > 0 && train_seconds_ >= options_.time_budget)
+      return StopReason::time_budget;
+    step();
+    if (options_.eval_every > 0 && state_.step % options_.eval_every == 0 && !validate()) break;
+    if (options_.save_every > 0 && state_.step % options_.save_every == 0 && !stop_requested()) {
+      save();
+      notify([&](TrainObserver& o) { o.on_save(*this, false); });
+    }
+  }
+  return StopReason::requested;
+}
+
+std::optional<FinalResult> Trainer::finish() {
+  const auto interrupted = [&]() -> std::optional<FinalResult> {
+    if (!options_.save.empty()) save();
+    return std::nullopt;
+  };
+  if (stop_requested()) return interrupted();
+  if (options_.eval_every > 0 && last_eval_step_ != state_.step && !validate())
+    return interrupted();
+  if (!options_.save.empty()) {
+    save();
+    if (!best_.empty() && !best_written_) save_best(state_.best_step, best_loss_);
+    notify([&](TrainObserver& o) { o.on_save(*this, true); });
+  }
+  if (options_.eval_every == 0) return FinalResult{.step = state_.step};
+  // The best weights, evaluated in the model itself (it is done training).
+  if (!best_.empty()) model_.load_state_dict(best_);
+  const EvalOptions eval{.batch_size = options_.eval_batch_size,
+                         .seq_len = options_.seq_len,
+                         .cancelled = options_.stop_requested};
+  FinalResult result{.step = best_.empty() ? state_.step : state_.best_step};
+  // Weights validated in this process need no second pass: the same function on the same
+  // weights with the same threads gives the same bits.
+  result.validated_here = best_validated_here_;
+  result.valid = best_validated_here_ ? EvalResult{.loss = best_loss_}
+                                      : evaluate(model_, corpus_.valid().ids, eval);
+  result.test = evaluate(model_, corpus_.test().ids, eval);
+  if (!result.valid.complete || !result.test.complete) return std::nullopt;
+  // A diverged model has no perplexity to report, and exit 0 would say it has.
+  KILN_CHECK(std::isfinite(result.valid.loss) && std::isfinite(result.test.loss),
+             "the weights of step {} give a valid loss of {} and a test loss of {}: no "
+             "perplexity to report (the run diverged; lower --lr)",
+             result.step, result.valid.loss, result.test.loss);
+  notify([&](TrainObserver& o) { o.on_final(*this, result); });
+  return result;
+}
+
+}  // namespace kiln::lm

@@ -1,0 +1,201 @@
+// lm::Trainer: trains any nn::LanguageModel on a corpus, with validation, the best weights kept,
+// checkpoints that resume bit for bit (for the same thread count), and observers for what a
+// program shows or records (progress, metrics, the loss curve) — none of that is in the loop.
+//
+// Phases, each a call:
+//   setup     the constructor: a fresh run (the model built and seeded by the caller)
+//   resume    resume(checkpoint): weights, optimizer, schedule, data position, dropout stream,
+//             history and the best weights so far, as the checkpoint's run left them
+//   step      step(): one update from up to grad_accum windows of the current epoch
+//   validate  validate(): the loss on the whole valid split; keeps the best weights
+//   save      save(): the training checkpoint at options.save
+//   finish    finish(): a last validation unless this step had one, the latest state and the
+//             best weights saved, then the best weights' valid and test losses
+// train() runs step, validate and save as their intervals say until a limit or a stop request.
+//
+//   lm::Trainer trainer(model, optimizer, corpus, {.steps = 300, .save = "runs/lm.safetensors"});
+//   trainer.add_observer(progress);
+//   const lm::StopReason reason = trainer.train();
+//   const std::optional<lm::FinalResult> result = trainer.finish();
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/batches.h"
+#include "data/corpus.h"
+#include "lm/checkpoint.h"
+#include "lm/evaluate.h"
+#include "lm/train_state.h"
+#include "nn/language_model.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+namespace kiln::lm {
+
+struct TrainerOptions {
+  // Data layout and seed: a resumed run must agree (its data position and streams depend on them).
+  std::int64_t batch_size = 32;  // B
+  std::int64_t seq_len = 64;     // T
+  std::uint64_t seed = 1234;     // the window order and the dropout masks (weights: the caller's)
+  // The update.
+  std::int64_t grad_accum = 1;  // windows averaged into one step
+  double clip = 1.0;            // global gradient-norm clip; 0: off
+  bool shuffle = false;         // a shuffled window order each epoch
+  bool skip_nonfinite = false;  // skip a non-finite step's update instead of stopping
+  // The learning rate: step_size 0 means a third of the decay steps; decay_steps 0 means
+  // epochs × steps per epoch, else steps (a resumed run keeps the saved length unless given).
+  ScheduleConfig schedule{.step_size = 0};
+  std::int64_t decay_steps = 0;
+  // Limits (0: none): the global step, epochs, seconds of training steps in this run.
+  std::int64_t steps = 0;
+  std::int64_t epochs = 0;
+  double time_budget = 0.0;
+  // Intervals: a summary every log_every steps; validation every eval_every (0: never, and no
+  // final perplexities); a checkpoint every save_every (0: at the end only).
+  std::int64_t log_every = 10;
+  std::int64_t eval_every = 500;
+  std::int64_t eval_batch_size = 10;
+  std::int64_t save_every = 0;
+  // The training checkpoint ("": none); best weights go to best_checkpoint_path(save).
+  std::string save = {};
+  // Entries added to every checkpoint the trainer writes: what describes the run (a program's
+  // saved flags as "train"; the model's config comes from the model).
+  Metadata settings = {};
+  Device device = Device::cpu();
+  int threads = 1;  // recorded in checkpoints (a different count changes the last bits)
+  // Polled between steps and evaluation windows: true asks the trainer to stop (a signal).
+  std::function<bool()> stop_requested = {};
+};
+
+// One finished step, as the log shows it.
+struct StepRecord {
+  std::int64_t step;   // the global step just finished (1-based)
+  std::int64_t epoch;  // 1-based epoch of the step's windows
+  double epoch_done;   // fraction of that epoch done after the step, in [0, 1]
+  double loss;         // mean loss of the step; NaN for a skipped (non-finite) step
+  double lr;
+  double grad_norm;
+  std::int64_t tokens;  // target tokens of the step
+  double seconds;       // the step's compute time
+  double clock;         // this run's budgeted seconds so far (training steps only)
+  double elapsed;       // budgeted seconds over every run so far
+};
+
+// The steps since the last log_every boundary.
+struct IntervalSummary {
+  double loss;           // mean over the interval's finite steps (NaN if none)
+  double tokens_per_s;   // over the interval's compute time
+  std::int64_t skipped;  // the interval's steps with a non-finite loss
+  std::int64_t steps;    // the interval's steps
+};
+
+struct ValidationRecord {
+  std::int64_t step = 0;
+  double loss = 0.0;
+  double seconds = 0.0;
+  bool new_best = false;
+  std::string best_path = {};  // where the new best weights went ("" when not saved)
+  bool lr_cut = false;         // the plateau schedule divided the lr
+  double lr = 0.0;             // the schedule's lr after this validation
+};
+
+enum class StopReason { steps, epochs, time_budget, requested };
+
+struct FinalResult {
+  std::int64_t step = 0;             // the step of the weights evaluated (the best, else the last)
+  EvalResult valid = {}, test = {};  // valid.seconds is 0 when the best weights were validated here
+  bool validated_here = false;       // valid is the validation that chose them, not a second pass
+};
+
+class Trainer;
+
+// What a program shows or records; every hook is optional.
+class TrainObserver {
+ public:
+  virtual ~TrainObserver() = default;
+  // After every step, with the interval of steps since the last log_every boundary and whether
+  // this step ends one (due).
+  virtual void on_step(const Trainer&, const StepRecord&, const IntervalSummary&, bool) {}
+  virtual void on_validation(const Trainer&, const ValidationRecord&) {}
+  // A training checkpoint was written; the bool says it is finish()'s.
+  virtual void on_save(const Trainer&, bool) {}
+  virtual void on_final(const Trainer&, const FinalResult&) {}
+  // Warnings and notes ("warning: ..." / "note: ...").
+  virtual void on_message(const Trainer&, const std::string&) {}
+};
+
+class Trainer {
+ public:
+  // The model (built, seeded and on options.device), its optimizer and the corpus outlive the
+  // trainer. Checks the options against the corpus (grad_accum at most the windows of an epoch).
+  Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Corpus& corpus,
+          TrainerOptions options);
+
+  // Continues the run saved in checkpoint (an error unless the corpus gives the same windows and
+  // the optimizer is the saved one).
+  void resume(const Checkpoint& checkpoint);
+  void add_observer(TrainObserver& observer) { observers_.push_back(&observer); }
+
+  StepRecord step();
+  // nullopt when a stop request cut it short.
+  std::optional<ValidationRecord> validate();
+  void save();
+  StopReason train();
+  // nullopt when a stop request cut it short (the latest state is saved then).
+  std::optional<FinalResult> finish();
+
+  const TrainState& state() const { return state_; }
+  const TrainerOptions& options() const { return options_; }
+  std::int64_t windows() const { return batches_.num_windows(); }
+  std::int64_t steps_per_epoch() const;
+  // The step at which train() will stop, 0 when only the time budget or a request stops it.
+  std::int64_t total_steps() const;
+  std::int64_t first_step() const { return first_step_; }  // where this run started
+  std::int64_t skipped() const { return skipped_; }        // non-finite steps skipped here
+  double train_seconds() const { return train_seconds_; }
+  std::int64_t run_tokens() const { return run_tokens_; }
+  bool stop_requested() const { return options_.stop_requested && options_.stop_requested(); }
+  // PATH.best of options.save ("" without save), and whether best weights exist.
+  const std::string& best_path() const { return best_path_; }
+  bool has_best() const { return !best_.empty(); }
+
+ private:
+  void notify(const std::function<void(TrainObserver&)>& call) const;
+  void message(const std::string& text) const;
+  double elapsed() const;
+  void find_resumed_best(const Checkpoint& resumed);
+  void save_best(std::int64_t step, double loss);
+  Schedule& schedule();
+
+  nn::LanguageModel& model_;
+  Optimizer& optimizer_;
+  const Corpus& corpus_;
+  TrainerOptions options_;
+  LanguageModelBatches batches_;
+  std::optional<Schedule> schedule_;
+  TrainState state_;
+  std::vector<std::int64_t> order_;  // the current epoch's windows
+  std::vector<TrainObserver*> observers_;
+  Batch probe_batch_;  // the first window: a finite-loss check before every save
+
+  // The best-by-validation weights, on the CPU; in best_path_ when best_written_.
+  std::string best_path_;
+  NamedTensors best_;
+  double best_loss_;
+  bool best_written_ = false;
+  bool best_validated_here_ = false;
+
+  // This run's clocks: the budget counts training steps only; the elapsed time saved in
+  // checkpoints counts validation too.
+  double train_seconds_ = 0.0, valid_seconds_ = 0.0, elapsed_before_ = 0.0;
+  std::int64_t run_tokens_ = 0, skipped_ = 0, first_step_ = 0, last_eval_step_ = -1;
+  // The current log interval.
+  double interval_loss_sum_ = 0.0, interval_seconds_ = 0.0;
+  std::int64_t interval_finite_ = 0, interval_steps_ = 0, interval_tokens_ = 0;
+};
+
+}  // namespace kiln::lm

@@ -1,0 +1,93 @@
+#include "nn/config_fields.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace kiln::nn {
+
+namespace {
+
+constexpr std::string_view kActivations[] = {"relu", "gelu"};
+constexpr std::string_view kPositions[] = {"sinusoidal", "rope"};
+constexpr std::string_view kNorms[] = {"post", "pre"};
+constexpr FieldRange kProbability{.min = 0, .max = 1, .max_open = true};
+
+using C = TransformerConfig;
+
+const ConfigField kFields[] = {
+    {.flag = nullptr, .key = "vocab", .help = "vocabulary size", .integer = &C::vocab},
+    {.flag = "--d-model", .key = "d_model", .help = "model width", .integer = &C::d_model},
+    {.flag = "--heads",
+     .key = "heads",
+     .help = "attention heads (must divide --d-model)",
+     .integer = &C::heads},
+    {.flag = "--kv-heads",
+     .key = "kv_heads",
+     .help = "key/value heads, GQA/MQA (must divide --heads)",
+     .integer = &C::kv_heads,
+     .range = {.min = 0, .zero = "as many as --heads"}},
+    {.flag = "--layers", .key = "layers", .help = "transformer blocks", .integer = &C::layers},
+    {.flag = "--ff", .key = "ff", .help = "feed-forward hidden size", .integer = &C::ff},
+    {.flag = "--max-seq-len",
+     .key = "max_seq_len",
+     .help = "longest sequence the model takes (--seq-len must not exceed it)",
+     .integer = &C::max_seq_len},
+    {.flag = "--dropout",
+     .key = "dropout",
+     .help = "dropout after embedding + positions and on each sublayer output",
+     .real = &C::dropout,
+     .range = kProbability},
+    {.flag = "--attn-dropout",
+     .key = "attn_dropout",
+     .help = "dropout on the attention probabilities",
+     .real = &C::attn_dropout,
+     .range = kProbability},
+    {.flag = "--activation",
+     .key = "activation",
+     .help = "feed-forward activation",
+     .choices = kActivations,
+     .get_choice = [](const C& c) { return name_of(c.activation); },
+     .set_choice = [](C& c, std::string_view v) { c.activation = parse_activation(v); }},
+    {.flag = "--pos",
+     .key = "position",
+     .help = "positions: added sinusoids or rotary (RoPE)",
+     .choices = kPositions,
+     .get_choice = [](const C& c) { return name_of(c.position); },
+     .set_choice = [](C& c, std::string_view v) { c.position = parse_position(v); }},
+    {.flag = "--norm",
+     .key = "norm",
+     .help = "LayerNorm after (post) or before (pre) each sublayer",
+     .choices = kNorms,
+     .get_choice = [](const C& c) { return name_of(c.norm); },
+     .set_choice = [](C& c, std::string_view v) { c.norm = parse_norm(v); }},
+};
+
+// "positive", "positive (or 0: as many as --heads)", "in [0, 1)": the rule in the messages.
+std::string rule_text(const FieldRange& r) {
+  if (std::isinf(r.max) && r.min == 1) return "positive";
+  if (std::isinf(r.max) && r.min == 0)
+    return r.zero ? fmt::format("positive (or 0: {})", r.zero) : "non-negative";
+  return fmt::format("in [{}, {}{}", r.min, r.max, r.max_open ? ")" : "]");
+}
+
+}  // namespace
+
+std::span<const ConfigField> config_fields() { return kFields; }
+
+std::string ConfigField::text(const TransformerConfig& config) const {
+  if (is_choice()) return std::string(get_choice(config));
+  return integer ? nlohmann::json(config.*integer).dump() : nlohmann::json(config.*real).dump();
+}
+
+void ConfigField::check(const TransformerConfig& config) const {
+  if (is_choice()) return;  // set_choice accepts only its names
+  const double value = integer ? static_cast<double>(config.*integer) : config.*real;
+  const bool ok = value >= range.min && (range.max_open ? value < range.max : value <= range.max);
+  KILN_CHECK(ok, "config: {} must be {}, got {}", key, rule_text(range), text(config));
+}
+
+}  // namespace kiln::nn
