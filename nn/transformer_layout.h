@@ -2,7 +2,7 @@
 // names and shapes of its state_dict, its parameter count and the bytes it claims. A checkpoint's
 // config is untrusted, so its readers compare it with the tensors in the file, and a program
 // sizes a model from its flags, before any memory is claimed for the model
-// (examples/common/checkpoint.cpp, train_lm). Every count is checked arithmetic
+// (lm/transformer_checkpoint.cpp, train_lm). Every count is checked arithmetic
 // (core/checked.h): an absurd config is a kiln::Error naming the field, never a wrapped size.
 //
 //   const nn::TransformerConfig config = nn::TransformerConfig::from_json(text);

@@ -1,8 +1,8 @@
 // libFuzzer target for the checkpoint reader. An input is a whole file: parse_safetensors (the
 // reader behind load_safetensors) checks it, and when it is accepted, the config and vocabulary
 // that a kiln checkpoint carries in its metadata are parsed as read_checkpoint
-// (examples/common/checkpoint.cpp) parses them. A kiln::Error is the right answer to garbage; a
-// crash, any other exception, a hang, a leak or a sanitizer report is a bug.
+// (lm/checkpoint.cpp, lm/transformer_checkpoint.cpp) parses them. A kiln::Error is the right answer
+// to garbage; a crash, any other exception, a hang, a leak or a sanitizer report is a bug.
 //
 // A random edit of a file almost always breaks its 8-byte header length, and the reader then stops
 // before the JSON. So half of the mutations edit the header text alone and rewrite the length to

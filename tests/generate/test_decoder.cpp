@@ -106,7 +106,7 @@ TEST_CASE("generation is deterministic for a seed, and the seed matters") {
   REQUIRE(run(5) != run(6));
 }
 
-TEST_CASE("generate_tokens reports each token as it is picked") {
+TEST_CASE("Generator::generate reports each token as it is picked") {
   const auto model = tiny_model(tiny_config());
   lm::Generator generator(*model, lm::DecodeMode::cached);
   kiln::Generator gen(1);
