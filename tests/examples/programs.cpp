@@ -1,11 +1,14 @@
 #include "programs.h"
 
+#include <catch2/catch.hpp>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -122,6 +125,19 @@ int Child::wait(std::string* rest) {
   ::waitpid(pid_, &status, 0);
   pid_ = -1;
   return decode_status(status);
+}
+
+void check_same_tensors(const SafetensorsFile& a, const SafetensorsFile& b) {
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+    const auto& [name, x] = a.tensors[i];
+    const auto& [name_b, y] = b.tensors[i];
+    INFO(name);
+    REQUIRE(name == name_b);
+    REQUIRE(x.dtype() == y.dtype());
+    REQUIRE(x.shape() == y.shape());
+    CHECK(std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0);
+  }
 }
 
 }  // namespace kiln::testing

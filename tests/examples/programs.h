@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/safetensors.h"
 #include "tests/harness/temp_dir.h"
 
 namespace kiln::testing {
@@ -47,6 +48,10 @@ std::optional<std::string> line_after(const std::vector<std::string>& lines,
 
 // The loss of the log line of `step` ("step 20/30 | epoch 2 (43%) | loss 2.7613 | ...").
 std::optional<std::string> logged_loss(const std::vector<std::string>& lines, long step);
+
+// Every tensor of a and b has the same name, dtype, shape and bytes (Catch checks, naming the
+// tensor that differs).
+void check_same_tensors(const SafetensorsFile& a, const SafetensorsFile& b);
 
 // A program started with its stdout and stderr in a pipe, for tests that signal it.
 class Child {

@@ -2,31 +2,12 @@
 // end with bit-identical weights, optimizer state, losses and perplexities — with dropout on,
 // shuffled windows, warm-up + cosine, a resume point inside an epoch, and 2 or 3 threads.
 #include <catch2/catch.hpp>
-#include <cstring>
 
 #include "core/safetensors.h"
 #include "programs.h"
 
 using namespace kiln;
 using namespace kiln::testing;
-
-namespace {
-
-// Every tensor of a and b has the same name, dtype, shape and bytes.
-void check_same_tensors(const SafetensorsFile& a, const SafetensorsFile& b) {
-  REQUIRE(a.tensors.size() == b.tensors.size());
-  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
-    const auto& [name, x] = a.tensors[i];
-    const auto& [name_b, y] = b.tensors[i];
-    INFO(name);
-    REQUIRE(name == name_b);
-    REQUIRE(x.dtype() == y.dtype());
-    REQUIRE(x.shape() == y.shape());
-    CHECK(std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0);
-  }
-}
-
-}  // namespace
 
 TEST_CASE("a resumed run matches an uninterrupted one bit for bit") {
   const std::string threads = GENERATE("2", "3");

@@ -2,7 +2,6 @@
 // step 6 and resumed to step 12, it must end with the tensors of an uninterrupted 12-step run
 // (dropout on: the trainer carries the model's dropout stream), and report perplexities.
 #include <catch2/catch.hpp>
-#include <cstring>
 
 #include "core/safetensors.h"
 #include "tests/examples/programs.h"
@@ -28,17 +27,9 @@ TEST_CASE("train_custom trains, checkpoints, resumes bit for bit and evaluates i
 
   const SafetensorsFile a = load_safetensors(dir.file("whole.safetensors"));
   const SafetensorsFile b = load_safetensors(dir.file("resumed.safetensors"));
-  REQUIRE(a.tensors.size() == b.tensors.size());
   // The model's three tensors and Adam's two moments of each.
   CHECK(a.tensors.size() == 3 + 2 * 3);
-  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
-    const auto& [name, x] = a.tensors[i];
-    INFO(name);
-    REQUIRE(name == b.tensors[i].first);
-    const Tensor& y = b.tensors[i].second;
-    REQUIRE(x.shape() == y.shape());
-    CHECK(std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0);
-  }
+  check_same_tensors(a, b);
   CHECK(a.metadata.at("step") == "12");
   CHECK(a.metadata.count("config") == 0);  // the model has no config_json
   CHECK(line_after(resumed.lines(), "test ppl ") == line_after(whole.lines(), "test ppl "));
