@@ -10,7 +10,8 @@
 //   validate  validate(): the loss on the whole valid split; keeps the best weights
 //   save      save(): the training checkpoint at options.save
 //   finish    finish(): a last validation unless this step had one, the latest state and the
-//             best weights saved, then the best weights' valid and test losses
+//             best weights saved, then the best weights' valid and test losses (the model
+//             holds the best weights afterwards)
 // train() runs step, validate and save as their intervals say until a limit or a stop request.
 //
 //   lm::Trainer trainer(model, optimizer, corpus, {.steps = 300, .save = "runs/lm.safetensors"});
