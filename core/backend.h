@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/device.h"
 #include "core/dtype.h"
@@ -256,5 +257,11 @@ Backend& backend_for(Device device);
 // The CUDA backend for device index, or an error naming the reason (no CUDA in this build, no
 // such device). Implemented by core/cuda/ when CUDA is built, by core/no_cuda.cpp otherwise.
 Backend& cuda_backend(int index);
+
+// The CPU backend's GEMM libraries, for environment summaries: "openblas (Haswell kernels)",
+// "blis (zen3 kernels)" or "eigen", with "+ blis (zen3 kernels) for n <= 768" when large narrow
+// products go through BLIS. Implemented by core/cpu/blas_library.cpp, so that core/environment.cpp
+// needs no header of the CPU backend's.
+std::string cpu_gemm_source();
 
 }  // namespace kiln
