@@ -196,4 +196,16 @@ void check_defined(std::string_view op, const Tensor& t) {
   KILN_CHECK(t.defined(), "{}: got an undefined tensor", op);
 }
 
+void check_writable(std::string_view op, const Tensor& t) {
+  KILN_CHECK(!(grad_mode_enabled() && t.requires_grad()),
+             "{}: in-place update of a tensor that requires grad (shape {}); do it under "
+             "NoGradGuard (as optimizers do) or on a detach()ed copy",
+             op, t.shape());
+  for (std::size_t i = 0; i < t.shape().size(); ++i)
+    KILN_CHECK(!(t.strides()[i] == 0 && t.shape()[i] > 1),
+               "{}: cannot write through an expanded view (shape {}, strides {}): its elements "
+               "overlap; call contiguous() first",
+               op, t.shape(), t.strides());
+}
+
 }  // namespace kiln
