@@ -138,7 +138,4 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   return sum(x, dims, true).reshape(shape);
 }
 
-Tensor Tensor::sum() const { return kiln::sum(*this); }
-Tensor Tensor::mean() const { return kiln::mean(*this); }
-
 }  // namespace kiln

@@ -1,4 +1,4 @@
-// Copies, conversions and in-place updates.
+// Tensor's copies, conversions and in-place updates (core/tensor.h).
 #include <algorithm>
 
 #include "core/autograd.h"
