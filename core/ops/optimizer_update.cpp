@@ -84,7 +84,7 @@ Tensor sums_of_squares(std::span<const Tensor> tensors) {
   Backend& backend = backend_of(out);
   char* slot = static_cast<char*>(out.raw_data());
   for (const Tensor& t : dense) {
-    backend.sum_squares(dtype, t.raw_data(), t.numel(), slot);
+    backend.sum_squares({.dtype = dtype, .reduced = t.numel()}, t.raw_data(), slot);
     slot += dtype_size(dtype);
   }
   return out;
