@@ -155,26 +155,27 @@ void bench_row_kernels(std::int64_t rows, std::int64_t cols, int threads, int re
              [&] { cpu.softmax_backward(log_sm, y.raw_data(), dy.raw_data(), dx.raw_data()); });
   const Tensor gamma = ones({cols}), beta = zeros({cols});
   Tensor mean = empty({rows}), rstd = empty({rows}), dgamma = empty({cols}), dbeta = empty({cols});
+  const LayerNormArgs ln{.dtype = DType::f32, .rows = rows, .cols = cols, .eps = 1e-5};
   bench_rows("layer_norm_forward", rows, cols, 8, threads, repeats, [&] {
-    cpu.layer_norm_forward(DType::f32, rows, cols, 1e-5, x.raw_data(), gamma.raw_data(),
-                           beta.raw_data(), y.raw_data(), mean.raw_data(), rstd.raw_data());
+    cpu.layer_norm_forward(ln, x.raw_data(), gamma.raw_data(), beta.raw_data(), y.raw_data(),
+                           mean.raw_data(), rstd.raw_data());
   });
   bench_rows("layer_norm_backward", rows, cols, 12, threads, repeats, [&] {
-    cpu.layer_norm_backward(DType::f32, rows, cols, x.raw_data(), gamma.raw_data(), mean.raw_data(),
-                            rstd.raw_data(), dy.raw_data(), dx.raw_data(), dgamma.raw_data(),
-                            dbeta.raw_data());
+    cpu.layer_norm_backward(ln, x.raw_data(), gamma.raw_data(), mean.raw_data(), rstd.raw_data(),
+                            dy.raw_data(), dx.raw_data(), dgamma.raw_data(), dbeta.raw_data());
   });
   std::vector<std::int64_t> ids(rows);
   for (std::int64_t i = 0; i < rows; ++i) ids[i] = (i * 7919) % cols;
   Tensor loss = empty({rows}), lse = empty({rows});
   const Tensor one = ones({});
+  const CrossEntropyArgs ce{
+      .dtype = DType::f32, .rows = rows, .cols = cols, .ignore_index = -100, .scale = 1.0 / rows};
   bench_rows("cross_entropy_forward", rows, cols, 4, threads, repeats, [&] {
-    cpu.cross_entropy_forward(DType::f32, rows, cols, x.raw_data(), ids.data(), -100,
-                              loss.raw_data(), lse.raw_data());
+    cpu.cross_entropy_forward(ce, x.raw_data(), ids.data(), loss.raw_data(), lse.raw_data());
   });
   bench_rows("cross_entropy_backward", rows, cols, 8, threads, repeats, [&] {
-    cpu.cross_entropy_backward(DType::f32, rows, cols, x.raw_data(), ids.data(), -100,
-                               lse.raw_data(), one.raw_data(), 1.0 / rows, dx.raw_data());
+    cpu.cross_entropy_backward(ce, x.raw_data(), ids.data(), lse.raw_data(), one.raw_data(),
+                               dx.raw_data());
   });
 }
 

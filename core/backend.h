@@ -6,13 +6,28 @@
 // Kernels are deterministic: for a fixed thread count (CPU) or launch configuration (CUDA) the
 // same inputs give the same bits. Reductions use fixed partitions combined in index order; no
 // floating-point atomics.
+//
+// The kernels come in families, and each family passes its arguments one way, so that a new
+// kernel has a pattern to follow:
+//   memory             pointers and byte counts, the destination first (as memcpy)
+//   elementwise        TensorArg views, the output first, then the op's scalars
+//   reductions         a ReduceArgs (dtype, the (outer, reduced, inner) view), then the buffers
+//   row kernels        the kernel's own Args (dtype, rows, cols, its scalars), then the buffers
+//   matrix products    one Args struct that holds the sizes, the scalars and every operand
+//     and attention    (attention's backward adds an AttentionGradArgs of its gradients)
+//   indexing           an IndexArgs (dtype, n ids, table rows, cols), then the buffers
+//   random             dtype, the output, n, the distribution's parameters, Philox seed and offset
+//   optimizer updates  dtype, n, the buffers, then the hyperparameters (core/optimizer_args.h)
+// "Then the buffers": device pointers to contiguous data, inputs before outputs.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/optimizer_args.h"
 #include "core/shape.h"
 
 namespace kiln {
@@ -64,6 +79,46 @@ enum class BinaryOp : std::uint8_t {
   sigmoid_backward,    // a * y * (1 - y)
 };
 
+// ---- Reductions
+
+// Contiguous input viewed as (outer, reduced, inner): a reduction over the middle dim.
+struct ReduceArgs {
+  DType dtype = DType::f32;
+  std::int64_t outer = 1, reduced = 0, inner = 1;
+};
+
+// ---- Row kernels: contiguous (rows, cols) inputs and outputs, one row at a time
+
+// Softmax over the last dim of contiguous (rows, cols). With `causal`, row r is query position
+// (r % query_len) + query_offset and sees keys 0..that position; the others get probability 0
+// (log_softmax: -inf) and no gradient.
+struct SoftmaxArgs {
+  DType dtype = DType::f32;
+  std::int64_t rows = 0, cols = 0;
+  bool log = false;
+  bool causal = false;
+  std::int64_t query_len = 1, query_offset = 0;
+};
+
+// Layer normalisation of each row over its cols (eps is the forward's; the backward reads the
+// saved mean and rstd instead).
+struct LayerNormArgs {
+  DType dtype = DType::f32;
+  std::int64_t rows = 0, cols = 0;
+  double eps = 1e-5;
+};
+
+// Cross-entropy of each row of logits (rows, cols) against one int64 target per row; a row whose
+// target is ignore_index counts nothing. scale multiplies the backward's dlogits.
+struct CrossEntropyArgs {
+  DType dtype = DType::f32;
+  std::int64_t rows = 0, cols = 0;
+  std::int64_t ignore_index = -100;
+  double scale = 1.0;
+};
+
+// ---- Matrix products and attention
+
 // Row-major C = alpha * op(A) * op(B) + beta * C, `batch` times with the given element strides
 // between consecutive matrices (0 repeats one matrix). op(X) is X or X^T.
 struct GemmArgs {
@@ -79,17 +134,6 @@ struct GemmArgs {
   double alpha = 1.0, beta = 0.0;
   std::int64_t batch = 1;
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
-};
-
-// Softmax over the last dim of contiguous (rows, cols). With `causal`, row r is query position
-// (r % query_len) + query_offset and sees keys 0..that position; the others get probability 0
-// (log_softmax: -inf) and no gradient.
-struct SoftmaxArgs {
-  DType dtype = DType::f32;
-  std::int64_t rows = 0, cols = 0;
-  bool log = false;
-  bool causal = false;
-  std::int64_t query_len = 1, query_offset = 0;
 };
 
 // One attention operand, (B, heads, T, d) inside a larger buffer with each row of d contiguous:
@@ -118,22 +162,23 @@ struct AttentionArgs {
   std::uint64_t seed = 0, offset = 0;
   HeadsArg q, k, v;  // (B, heads, queries, d), (B, kv_heads, keys, d) twice
   HeadsArg out;      // (B, heads, queries, d): Y
+  // (B, heads, queries), contiguous: L = m + log(l) of each query's row of S, written by the
+  // forward and read by the backward.
+  void* logsumexp = nullptr;
 };
 
-// Adam/AdamW on one contiguous parameter (update rule in optim/adam.h).
-struct AdamArgs {
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
-  bool decoupled_weight_decay = false;  // AdamW
-  std::int64_t step = 1;                // 1-based, for bias correction
-  double grad_scale = 1.0;              // multiplies the gradient first (gradient clipping)
+// The gradients of attention_backward: dout is read (laid out as out); dq, dk and dv, laid out
+// as they please and shaped as q, k and v, are written.
+struct AttentionGradArgs {
+  HeadsArg dout, dq, dk, dv;
 };
 
-// SGD with momentum/Nesterov on one contiguous parameter (update rule in optim/sgd.h).
-struct SgdArgs {
-  double lr = 0.1, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
-  bool nesterov = false;
-  bool first_step = true;  // the momentum buffer starts as the gradient
-  double grad_scale = 1.0;
+// ---- Indexing
+
+// Rows of a (table_rows, cols) table picked by n int64 ids; valid ids are in [0, table_rows).
+struct IndexArgs {
+  DType dtype = DType::f32;
+  std::int64_t n = 0, table_rows = 0, cols = 0;
 };
 
 class Backend {
@@ -161,77 +206,66 @@ class Backend {
   virtual void where(const TensorArg& out, const TensorArg& cond, const TensorArg& a,
                      const TensorArg& b) = 0;
 
-  // ---- Reductions over contiguous input viewed as (outer, reduced, inner)
+  // ---- Reductions (ReduceArgs above)
   // out (outer, inner) = sum over the reduced dim.
-  virtual void sum(DType dtype, const void* in, void* out, std::int64_t outer, std::int64_t reduced,
-                   std::int64_t inner) = 0;
+  virtual void sum(const ReduceArgs& args, const void* in, void* out) = 0;
   // values/indices (outer, inner) = max over the reduced dim and its first index.
-  virtual void max(DType dtype, const void* in, void* values, std::int64_t* indices,
-                   std::int64_t outer, std::int64_t reduced, std::int64_t inner) = 0;
-  // out (1 value, the input's dtype) = sum of squares of n contiguous elements.
-  virtual void sum_squares(DType dtype, const void* in, std::int64_t n, void* out) = 0;
+  virtual void max(const ReduceArgs& args, const void* in, void* values, std::int64_t* indices) = 0;
+  // out (1 value, the input's dtype) = sum of squares of all outer * reduced * inner elements.
+  virtual void sum_squares(const ReduceArgs& args, const void* in, void* out) = 0;
 
-  // ---- Matrix products
-  virtual void gemm(const GemmArgs& args) = 0;
-
-  // ---- Fused rows (contiguous (rows, cols) inputs and outputs)
+  // ---- Row kernels (SoftmaxArgs, LayerNormArgs, CrossEntropyArgs above)
   // y may be x (in place).
   virtual void softmax_forward(const SoftmaxArgs& args, const void* x, void* y) = 0;
   // dx = softmax'(x)^T dy, from the saved output y; dx may be dy (in place).
   virtual void softmax_backward(const SoftmaxArgs& args, const void* y, const void* dy,
                                 void* dx) = 0;
   // y = (x - mean) * rstd * gamma + beta per row; mean and rstd (rows) saved for backward.
-  virtual void layer_norm_forward(DType dtype, std::int64_t rows, std::int64_t cols, double eps,
-                                  const void* x, const void* gamma, const void* beta, void* y,
-                                  void* mean, void* rstd) = 0;
+  virtual void layer_norm_forward(const LayerNormArgs& args, const void* x, const void* gamma,
+                                  const void* beta, void* y, void* mean, void* rstd) = 0;
   // dx (rows, cols), dgamma and dbeta (cols) from x, gamma, the saved mean/rstd and dy.
-  virtual void layer_norm_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
-                                   const void* gamma, const void* mean, const void* rstd,
-                                   const void* dy, void* dx, void* dgamma, void* dbeta) = 0;
+  virtual void layer_norm_backward(const LayerNormArgs& args, const void* x, const void* gamma,
+                                   const void* mean, const void* rstd, const void* dy, void* dx,
+                                   void* dgamma, void* dbeta) = 0;
   // Per row: loss = logsumexp(logits) - logits[target] (0 where target == ignore_index) and the
   // logsumexp, saved for backward. Targets are valid ids or ignore_index.
-  virtual void cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t cols,
-                                     const void* logits, const std::int64_t* targets,
-                                     std::int64_t ignore_index, void* loss, void* logsumexp) = 0;
+  virtual void cross_entropy_forward(const CrossEntropyArgs& args, const void* logits,
+                                     const std::int64_t* targets, void* loss, void* logsumexp) = 0;
   // dlogits = (softmax(logits) - onehot(target)) * (*grad_loss) * scale; 0 on ignored rows.
   // grad_loss points at one element on the device.
-  virtual void cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t cols,
-                                      const void* logits, const std::int64_t* targets,
-                                      std::int64_t ignore_index, const void* logsumexp,
-                                      const void* grad_loss, double scale, void* dlogits) = 0;
+  virtual void cross_entropy_backward(const CrossEntropyArgs& args, const void* logits,
+                                      const std::int64_t* targets, const void* logsumexp,
+                                      const void* grad_loss, void* dlogits) = 0;
 
   // As cross_entropy_forward, and then overwrites each row of logits in place with
   // exp(logits - shift), for a per-row shift of the backend's choosing, and sets row_scale so that
   // softmax(logits)[r] = logits'[r] * row_scale[r]; ignored rows become 0 with row_scale 0. The
   // softmax without a normalising pass over the (rows, cols) logits: the tied LM head folds
   // row_scale into its small operands instead (core/ops/linear_cross_entropy.h).
-  virtual void cross_entropy_forward_exp(DType dtype, std::int64_t rows, std::int64_t cols,
-                                         void* logits, const std::int64_t* targets,
-                                         std::int64_t ignore_index, void* loss, void* logsumexp,
+  virtual void cross_entropy_forward_exp(const CrossEntropyArgs& args, void* logits,
+                                         const std::int64_t* targets, void* loss, void* logsumexp,
                                          void* row_scale) = 0;
 
-  // ---- Attention (AttentionArgs above; d at most kMaxAttentionHeadDim)
-  // Writes out and logsumexp (B, heads, queries), L = m + log(l) of each query's row of S.
-  virtual void attention_forward(const AttentionArgs& args, void* logsumexp) = 0;
-  // dq, dk, dv (layouts of their own, shaped as q, k, v) from the forward's out and logsumexp
-  // and dout (laid out as out): every element of dq, dk and dv is written. Recomputes S and A
-  // tile by tile; a kv head's dk and dv sum its query heads in head order (no atomics).
-  virtual void attention_backward(const AttentionArgs& args, const void* logsumexp,
-                                  const HeadsArg& dout, const HeadsArg& dq, const HeadsArg& dk,
-                                  const HeadsArg& dv) = 0;
+  // ---- Matrix products and attention (GemmArgs, AttentionArgs above; attention's d at most
+  // kMaxAttentionHeadDim)
+  virtual void gemm(const GemmArgs& args) = 0;
+  // Writes out and logsumexp.
+  virtual void attention_forward(const AttentionArgs& args) = 0;
+  // grads.dq, dk, dv from the forward's out and logsumexp and grads.dout: every element of dq,
+  // dk and dv is written. Recomputes S and A tile by tile; a kv head's dk and dv sum its query
+  // heads in head order (no atomics).
+  virtual void attention_backward(const AttentionArgs& args, const AttentionGradArgs& grads) = 0;
 
-  // ---- Indexing
-  // Index of the first id outside [0, limit), or -1 when all are valid.
-  virtual std::int64_t find_invalid_id(const std::int64_t* ids, std::int64_t n,
-                                       std::int64_t limit) = 0;
-  // out[i, :] = table[ids[i], :] for i < n; table (table_rows, cols).
-  virtual void gather_rows(DType dtype, const void* table, std::int64_t cols,
-                           const std::int64_t* ids, std::int64_t n, void* out) = 0;
+  // ---- Indexing (IndexArgs above)
+  // Index of the first id outside [0, table_rows), or -1 when all are valid (reads n, table_rows).
+  virtual std::int64_t find_invalid_id(const IndexArgs& args, const std::int64_t* ids) = 0;
+  // out[i, :] = table[ids[i], :] for i < n.
+  virtual void gather_rows(const IndexArgs& args, const void* table, const std::int64_t* ids,
+                           void* out) = 0;
   // table_grad[ids[i], :] += grad[i, :], partitioned over table rows, adding each row's
   // contributions in the order of i (deterministic, no atomics).
-  virtual void scatter_add_rows(DType dtype, const void* grad, const std::int64_t* ids,
-                                std::int64_t n, std::int64_t cols, void* table_grad,
-                                std::int64_t table_rows) = 0;
+  virtual void scatter_add_rows(const IndexArgs& args, const void* grad, const std::int64_t* ids,
+                                void* table_grad) = 0;
 
   // ---- Randomness (Philox4x32-10, core/philox.h): n contiguous elements
   virtual void random_uniform(DType dtype, void* out, std::int64_t n, double low, double high,
@@ -256,5 +290,11 @@ Backend& backend_for(Device device);
 // The CUDA backend for device index, or an error naming the reason (no CUDA in this build, no
 // such device). Implemented by core/cuda/ when CUDA is built, by core/no_cuda.cpp otherwise.
 Backend& cuda_backend(int index);
+
+// The CPU backend's GEMM libraries, for environment summaries: "openblas (Haswell kernels)",
+// "blis (zen3 kernels)" or "eigen", with "+ blis (zen3 kernels) for n <= 768" when large narrow
+// products go through BLIS. Implemented by core/cpu/blas_library.cpp, so that core/environment.cpp
+// needs no header of the CPU backend's.
+std::string cpu_gemm_source();
 
 }  // namespace kiln

@@ -18,6 +18,7 @@
 #include "core/ops/linear.h"
 #include "core/ops/linear_cross_entropy.h"
 #include "core/ops/matmul.h"
+#include "core/ops/optimizer_update.h"
 #include "core/ops/reduction.h"
 #include "core/ops/select.h"
 #include "core/ops/softmax.h"

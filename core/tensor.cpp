@@ -1,12 +1,15 @@
+// Tensor's handle and accessors, host data access and autograd members, TensorImpl, and the
+// allocation of new tensors (empty). Views, copies and printing have files of their own
+// (tensor_views.cpp, tensor_copy.cpp, tensor_print.cpp).
 #include "core/tensor.h"
 
 #include <atomic>
 #include <cstring>
 
 #include "core/autograd.h"
-#include "core/backend.h"
 #include "core/checked.h"
-#include "core/ops/op_utils.h"
+#include "core/ops/reduction.h"
+#include "core/storage.h"
 #include "core/tensor_impl.h"
 
 namespace kiln {
@@ -178,22 +181,8 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   run_backward(*this, gradient, retain_graph);
 }
 
-void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor& b) {
-  KILN_CHECK(a.dtype() == b.dtype(),
-             "{}: dtypes {} and {} differ (no implicit promotion; convert one with .to(dtype))", op,
-             a.dtype(), b.dtype());
-  KILN_CHECK(a.device() == b.device(),
-             "{}: tensors are on different devices ({} and {}); move one with .to(device)", op,
-             a.device(), b.device());
-}
-
-void check_floating(std::string_view op, const Tensor& t) {
-  KILN_CHECK(is_floating(t.dtype()), "{}: expected a float32 or float64 tensor, got {}", op,
-             t.dtype());
-}
-
-void check_defined(std::string_view op, const Tensor& t) {
-  KILN_CHECK(t.defined(), "{}: got an undefined tensor", op);
-}
+// ---- Reductions as members: the free functions of core/ops/reduction.h
+Tensor Tensor::sum() const { return kiln::sum(*this); }
+Tensor Tensor::mean() const { return kiln::mean(*this); }
 
 }  // namespace kiln

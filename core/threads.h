@@ -1,5 +1,5 @@
-// The number of CPU threads kiln's kernels use (OpenMP). Results are deterministic for a fixed
-// count; most kernels give the same bits for any count.
+// The CPU threads kiln's kernels use (OpenMP, GEMM libraries; set in core/cpu/threads.cpp).
+// Results are deterministic for a fixed count; most kernels give the same bits for any count.
 #pragma once
 
 namespace kiln {

@@ -3,7 +3,7 @@
 
 #include <limits>
 
-#include "core/ops/op_utils.h"
+#include "core/ops/optimizer_update.h"
 
 namespace kiln {
 
@@ -52,9 +52,7 @@ void Adam::update(Param& p, const Group& group, const Tensor& grad, double grad_
                       .decoupled_weight_decay = decoupled_,
                       .step = step_count(),
                       .grad_scale = grad_scale};
-  backend_of(p.tensor).adam_update(p.tensor.dtype(), p.tensor.numel(), p.tensor.raw_data(),
-                                   grad.raw_data(), p.state[0].raw_data(), p.state[1].raw_data(),
-                                   args);
+  adam_update_(p.tensor, grad, p.state[0], p.state[1], args);
 }
 
 }  // namespace kiln

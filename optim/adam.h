@@ -9,8 +9,9 @@
 //   v = β₂·v + (1 − β₂)·g²                  exp_avg_sq
 //   p = p − (lr / (1 − β₁ᵗ)) · m / (√v / √(1 − β₂ᵗ) + ε)
 //
-// t is the optimizer's step count (see optim/optimizer.h). One fused Backend::adam_update per
-// parameter. State: "<name>.exp_avg" and "<name>.exp_avg_sq", zeros at the start.
+// t is the optimizer's step count (see optim/optimizer.h). One fused adam_update_
+// (core/ops/optimizer_update.h) per parameter. State: "<name>.exp_avg" and "<name>.exp_avg_sq",
+// zeros at the start.
 //
 //   AdamW opt(weight_decay_groups(model.named_parameters(), 0.1),
 //             {.lr = 3e-4, .beta2 = 0.95});

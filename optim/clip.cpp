@@ -6,7 +6,8 @@
 #include <vector>
 
 #include "core/autograd.h"
-#include "core/ops/op_utils.h"
+#include "core/error.h"
+#include "core/ops/optimizer_update.h"
 #include "core/profiler.h"
 
 namespace kiln {
@@ -14,7 +15,7 @@ namespace kiln {
 double grad_norm(std::span<const Tensor> params) {
   profile::Scope scope(profile::Family::optimizer);
   NoGradGuard no_grad;
-  std::vector<Tensor> grads;  // contiguous, in parameter order
+  std::vector<Tensor> grads;  // in parameter order
   for (std::size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
     KILN_CHECK(p.defined(), "grad_norm: parameter {} is undefined", i);
@@ -24,20 +25,11 @@ double grad_norm(std::span<const Tensor> params) {
       KILN_CHECK(g.dtype() == grads[0].dtype() && g.device() == grads[0].device(),
                  "grad_norm: gradients must share one dtype and device: {} on {} and {} on {}",
                  grads[0].dtype(), grads[0].device(), g.dtype(), g.device());
-    grads.push_back(g.contiguous());
+    grads.push_back(g);
   }
   if (grads.empty()) return 0.0;
-  const DType dtype = grads[0].dtype();
-  const Tensor slots = empty({static_cast<std::int64_t>(grads.size())},
-                             {.dtype = dtype, .device = grads[0].device()});
-  Backend& backend = backend_of(slots);
-  char* slot = static_cast<char*>(slots.raw_data());
-  for (const Tensor& g : grads) {
-    backend.sum_squares(dtype, g.raw_data(), g.numel(), slot);
-    slot += dtype_size(dtype);
-  }
   double total = 0.0;
-  for (double s : slots.to_vector<double>()) total += s;
+  for (double s : sums_of_squares(grads).to_vector<double>()) total += s;
   return std::sqrt(total);
 }
 

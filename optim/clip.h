@@ -4,7 +4,7 @@
 //   scale = min(1, max_norm / (norm + 1e-6))
 //   g     = scale · g
 //
-// The norm is deterministic: each parameter's Σ g² (Backend::sum_squares, on its device) goes to
+// The norm is deterministic: each parameter's Σ g² (sums_of_squares, on its device) goes to
 // its own slot (in the gradients' dtype), the slots come to the host in one read, and are added
 // there in parameter order in double precision.
 //

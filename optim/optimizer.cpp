@@ -134,9 +134,7 @@ void Optimizer::step(double grad_scale) {
     for (Param& p : group.params) {
       const Tensor grad = p.tensor.grad();
       if (!grad.defined()) continue;
-      update(p, group, grad.contiguous(), grad_scale);
-      p.tensor.storage()->bump_version();
-      for (const Tensor& s : p.state) s.storage()->bump_version();
+      update(p, group, grad.contiguous(), grad_scale);  // bumps the versions of p and its state
     }
   }
 }

@@ -1,8 +1,8 @@
 // Optimizer: the base of kiln's optimizers (optim/sgd.h, optim/adam.h). It holds named parameters
 // in groups, each group with its own learning rate and weight decay, plus per-parameter state
 // (momentum buffers, Adam moments), and updates every parameter that has a gradient with one fused
-// backend kernel per parameter (Backend::sgd_update / adam_update) on the parameter's device,
-// under NoGradGuard. optim knows only tensors: a model hands over its named_parameters().
+// op per parameter (sgd_update_ / adam_update_, core/ops/optimizer_update.h) on the parameter's
+// device, under NoGradGuard. optim knows only tensors: a model hands over its named_parameters().
 //
 //   AdamW opt(weight_decay_groups(model.named_parameters(), 0.1), {.lr = 3e-4});
 //   for (std::int64_t s = opt.step_count(); s < steps; ++s) {
@@ -108,8 +108,8 @@ class Optimizer {
   Optimizer(std::string name, std::vector<ParamGroup> groups, double lr, double weight_decay,
             std::vector<std::string> state_names);
 
-  // One fused update of `p` with its contiguous gradient; step_count() is already this step's
-  // 1-based number.
+  // One fused update of `p` with its contiguous gradient (an op of core/ops/optimizer_update.h,
+  // which bumps the versions of p and its state); step_count() is already this step's number.
   virtual void update(Param& p, const Group& group, const Tensor& grad, double grad_scale) = 0;
 
   // Errors naming the optimizer unless value is finite and lo <= value (< hi when hi_open, else

@@ -3,7 +3,8 @@
 
 #include <limits>
 
-#include "core/ops/op_utils.h"
+#include "core/error.h"
+#include "core/ops/optimizer_update.h"
 
 namespace kiln {
 
@@ -39,9 +40,7 @@ void Sgd::update(Param& p, const Group& group, const Tensor& grad, double grad_s
                      .nesterov = options_.nesterov,
                      .first_step = step_count() == 1,
                      .grad_scale = grad_scale};
-  void* buffer = p.state.empty() ? nullptr : p.state[0].raw_data();
-  backend_of(p.tensor).sgd_update(p.tensor.dtype(), p.tensor.numel(), p.tensor.raw_data(),
-                                  grad.raw_data(), buffer, args);
+  sgd_update_(p.tensor, grad, p.state.empty() ? Tensor() : p.state[0], args);
 }
 
 }  // namespace kiln

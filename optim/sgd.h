@@ -8,9 +8,10 @@
 //   d = d + μ·b  (Nesterov)  or  d = b                                (when μ ≠ 0)
 //   p = p − lr·d
 //
-// One fused Backend::sgd_update per parameter. State: "<name>.momentum_buffer" (only when μ ≠ 0).
-// "First step" is the optimizer's first step (see optim/optimizer.h on parameters without a
-// gradient; with τ = 0 a late first gradient gives the same buffer either way).
+// One fused sgd_update_ (core/ops/optimizer_update.h) per parameter. State:
+// "<name>.momentum_buffer" (only when μ ≠ 0). "First step" is the optimizer's first step (see
+// optim/optimizer.h on parameters without a gradient; with τ = 0 a late first gradient gives the
+// same buffer either way).
 //
 //   Sgd opt(model.named_parameters(), {.lr = 0.1, .momentum = 0.9, .nesterov = true});
 //   opt.zero_grad(); loss.backward(); opt.step();

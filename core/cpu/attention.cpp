@@ -295,16 +295,14 @@ void backward(const AttentionArgs& a, const T* logsumexp, const HeadsArg& dout_a
 
 }  // namespace
 
-void CpuBackend::attention_forward(const AttentionArgs& args, void* logsumexp) {
+void CpuBackend::attention_forward(const AttentionArgs& args) {
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
-    forward<T>(args, static_cast<T*>(logsumexp));
+    forward<T>(args, static_cast<T*>(args.logsumexp));
   });
 }
 
-void CpuBackend::attention_backward(const AttentionArgs& args, const void* logsumexp,
-                                    const HeadsArg& dout, const HeadsArg& dq, const HeadsArg& dk,
-                                    const HeadsArg& dv) {
+void CpuBackend::attention_backward(const AttentionArgs& args, const AttentionGradArgs& grads) {
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     const std::int64_t group = args.heads / args.kv_heads;
@@ -313,7 +311,8 @@ void CpuBackend::attention_backward(const AttentionArgs& args, const void* logsu
     const std::size_t scratch_bytes =
         group == 1 ? 0 : 2 * sizeof(T) * args.batch * args.heads * args.keys * args.d;
     void* scratch = scratch_bytes > 0 ? allocate(scratch_bytes) : nullptr;
-    backward<T>(args, static_cast<const T*>(logsumexp), dout, dq, dk, dv, static_cast<T*>(scratch));
+    backward<T>(args, static_cast<const T*>(args.logsumexp), grads.dout, grads.dq, grads.dk,
+                grads.dv, static_cast<T*>(scratch));
     if (scratch != nullptr) deallocate(scratch, scratch_bytes);
   });
 }

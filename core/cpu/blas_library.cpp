@@ -8,6 +8,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/backend.h"
+
 namespace kiln {
 
 namespace {
@@ -151,7 +153,7 @@ const BlasLibrary* gemm_library(std::int64_t m, std::int64_t n, std::int64_t k) 
   return gemm_library();
 }
 
-std::string gemm_source() {
+std::string cpu_gemm_source() {
   const BlasLibrary* blas = gemm_library();
   std::string source = blas != nullptr ? blas->name + " (" + blas->kernels + " kernels)" : "eigen";
   if (const BlasLibrary* narrow = narrow_library())

@@ -40,9 +40,8 @@ const BlasLibrary* gemm_library();
 // for the large narrow products on Zen (blas_library.cpp says which and why).
 const BlasLibrary* gemm_library(std::int64_t m, std::int64_t n, std::int64_t k);
 
-// "openblas (Haswell kernels)", "blis (zen3 kernels)" or "eigen", for environment summaries;
-// with "+ blis (zen3 kernels) for n <= 768" when large narrow products go through BLIS.
-std::string gemm_source();
+// cpu_gemm_source() (core/backend.h), which names these choices for environment summaries, is
+// defined in blas_library.cpp.
 
 // Tells the GEMM's libraries how many threads one product may use.
 void set_blas_threads(int threads);

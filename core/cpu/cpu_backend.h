@@ -28,44 +28,35 @@ class CpuBackend final : public Backend {
   void where(const TensorArg& out, const TensorArg& cond, const TensorArg& a,
              const TensorArg& b) override;
 
-  void sum(DType dtype, const void* in, void* out, std::int64_t outer, std::int64_t reduced,
-           std::int64_t inner) override;
-  void max(DType dtype, const void* in, void* values, std::int64_t* indices, std::int64_t outer,
-           std::int64_t reduced, std::int64_t inner) override;
-  void sum_squares(DType dtype, const void* in, std::int64_t n, void* out) override;
-
-  void gemm(const GemmArgs& args) override;
+  void sum(const ReduceArgs& args, const void* in, void* out) override;
+  void max(const ReduceArgs& args, const void* in, void* values, std::int64_t* indices) override;
+  void sum_squares(const ReduceArgs& args, const void* in, void* out) override;
 
   void softmax_forward(const SoftmaxArgs& args, const void* x, void* y) override;
   void softmax_backward(const SoftmaxArgs& args, const void* y, const void* dy, void* dx) override;
-  void layer_norm_forward(DType dtype, std::int64_t rows, std::int64_t cols, double eps,
-                          const void* x, const void* gamma, const void* beta, void* y, void* mean,
-                          void* rstd) override;
-  void layer_norm_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
-                           const void* gamma, const void* mean, const void* rstd, const void* dy,
-                           void* dx, void* dgamma, void* dbeta) override;
-  void cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t cols, const void* logits,
-                             const std::int64_t* targets, std::int64_t ignore_index, void* loss,
-                             void* logsumexp) override;
-  void cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* logits,
-                              const std::int64_t* targets, std::int64_t ignore_index,
-                              const void* logsumexp, const void* grad_loss, double scale,
-                              void* dlogits) override;
+  void layer_norm_forward(const LayerNormArgs& args, const void* x, const void* gamma,
+                          const void* beta, void* y, void* mean, void* rstd) override;
+  void layer_norm_backward(const LayerNormArgs& args, const void* x, const void* gamma,
+                           const void* mean, const void* rstd, const void* dy, void* dx,
+                           void* dgamma, void* dbeta) override;
+  void cross_entropy_forward(const CrossEntropyArgs& args, const void* logits,
+                             const std::int64_t* targets, void* loss, void* logsumexp) override;
+  void cross_entropy_backward(const CrossEntropyArgs& args, const void* logits,
+                              const std::int64_t* targets, const void* logsumexp,
+                              const void* grad_loss, void* dlogits) override;
+  void cross_entropy_forward_exp(const CrossEntropyArgs& args, void* logits,
+                                 const std::int64_t* targets, void* loss, void* logsumexp,
+                                 void* row_scale) override;
 
-  void cross_entropy_forward_exp(DType dtype, std::int64_t rows, std::int64_t cols, void* logits,
-                                 const std::int64_t* targets, std::int64_t ignore_index, void* loss,
-                                 void* logsumexp, void* row_scale) override;
+  void gemm(const GemmArgs& args) override;
+  void attention_forward(const AttentionArgs& args) override;
+  void attention_backward(const AttentionArgs& args, const AttentionGradArgs& grads) override;
 
-  void attention_forward(const AttentionArgs& args, void* logsumexp) override;
-  void attention_backward(const AttentionArgs& args, const void* logsumexp, const HeadsArg& dout,
-                          const HeadsArg& dq, const HeadsArg& dk, const HeadsArg& dv) override;
-
-  std::int64_t find_invalid_id(const std::int64_t* ids, std::int64_t n,
-                               std::int64_t limit) override;
-  void gather_rows(DType dtype, const void* table, std::int64_t cols, const std::int64_t* ids,
-                   std::int64_t n, void* out) override;
-  void scatter_add_rows(DType dtype, const void* grad, const std::int64_t* ids, std::int64_t n,
-                        std::int64_t cols, void* table_grad, std::int64_t table_rows) override;
+  std::int64_t find_invalid_id(const IndexArgs& args, const std::int64_t* ids) override;
+  void gather_rows(const IndexArgs& args, const void* table, const std::int64_t* ids,
+                   void* out) override;
+  void scatter_add_rows(const IndexArgs& args, const void* grad, const std::int64_t* ids,
+                        void* table_grad) override;
 
   void random_uniform(DType dtype, void* out, std::int64_t n, double low, double high,
                       std::uint64_t seed, std::uint64_t offset) override;

@@ -9,16 +9,17 @@
 
 namespace kiln {
 
-std::int64_t CpuBackend::find_invalid_id(const std::int64_t* ids, std::int64_t n,
-                                         std::int64_t limit) {
+std::int64_t CpuBackend::find_invalid_id(const IndexArgs& args, const std::int64_t* ids) {
+  const std::int64_t n = args.n, limit = args.table_rows;
   for (std::int64_t i = 0; i < n; ++i)
     if (ids[i] < 0 || ids[i] >= limit) return i;
   return -1;
 }
 
-void CpuBackend::gather_rows(DType dtype, const void* table, std::int64_t cols,
-                             const std::int64_t* ids, std::int64_t n, void* out) {
-  const std::size_t row_bytes = cols * dtype_size(dtype);
+void CpuBackend::gather_rows(const IndexArgs& args, const void* table, const std::int64_t* ids,
+                             void* out) {
+  const std::int64_t n = args.n, cols = args.cols;
+  const std::size_t row_bytes = cols * dtype_size(args.dtype);
   const char* src = static_cast<const char*>(table);
   char* dst = static_cast<char*>(out);
   parallel_tasks(n, n * cols, [&](std::int64_t i) {
@@ -28,9 +29,9 @@ void CpuBackend::gather_rows(DType dtype, const void* table, std::int64_t cols,
 
 // Sorting positions by id (stable) gives each table row its contributions in position order;
 // a task owns whole rows, so no two tasks write the same row.
-void CpuBackend::scatter_add_rows(DType dtype, const void* grad, const std::int64_t* ids,
-                                  std::int64_t n, std::int64_t cols, void* table_grad,
-                                  std::int64_t /*table_rows*/) {
+void CpuBackend::scatter_add_rows(const IndexArgs& args, const void* grad, const std::int64_t* ids,
+                                  void* table_grad) {
+  const std::int64_t n = args.n, cols = args.cols;
   std::vector<std::int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
@@ -40,7 +41,7 @@ void CpuBackend::scatter_add_rows(DType dtype, const void* grad, const std::int6
     if (i == 0 || ids[order[i]] != ids[order[i - 1]]) segment_starts.push_back(i);
   segment_starts.push_back(n);
   const std::int64_t segments = static_cast<std::int64_t>(segment_starts.size()) - 1;
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* g = static_cast<const T*>(grad);
     T* table = static_cast<T*>(table_grad);

@@ -4,11 +4,8 @@
 #include <cstring>
 #include <new>
 
-#include <omp.h>
-
 #include "core/cpu/block_cache.h"
 #include "core/cpu/cpu_backend.h"
-#include "core/cpu/parallel.h"
 #include "core/error.h"
 #include "core/profiler.h"
 
@@ -27,8 +24,6 @@ CpuBackend& cpu_backend() {
   static CpuBackend backend;
   return backend;
 }
-
-int max_threads() { return omp_get_max_threads(); }
 
 void* CpuBackend::allocate(std::size_t nbytes) {
   profile::Scope scope(profile::Family::allocation);

@@ -31,7 +31,4 @@ void parallel_chunks(std::int64_t n, std::int64_t chunk, Body&& body) {
   });
 }
 
-// Number of threads OpenMP regions use (1 without OpenMP).
-int max_threads();
-
 }  // namespace kiln

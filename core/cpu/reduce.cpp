@@ -79,24 +79,25 @@ void max_kernel(const T* in, T* values, std::int64_t* indices, std::int64_t oute
 
 }  // namespace
 
-void CpuBackend::sum(DType dtype, const void* in, void* out, std::int64_t outer,
-                     std::int64_t reduced, std::int64_t inner) {
-  dispatch_floating(dtype, [&](auto tag) {
+void CpuBackend::sum(const ReduceArgs& args, const void* in, void* out) {
+  dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
-    sum_kernel(static_cast<const T*>(in), static_cast<T*>(out), outer, reduced, inner);
+    sum_kernel(static_cast<const T*>(in), static_cast<T*>(out), args.outer, args.reduced,
+               args.inner);
   });
 }
 
-void CpuBackend::max(DType dtype, const void* in, void* values, std::int64_t* indices,
-                     std::int64_t outer, std::int64_t reduced, std::int64_t inner) {
-  dispatch_floating(dtype, [&](auto tag) {
+void CpuBackend::max(const ReduceArgs& args, const void* in, void* values, std::int64_t* indices) {
+  dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
-    max_kernel(static_cast<const T*>(in), static_cast<T*>(values), indices, outer, reduced, inner);
+    max_kernel(static_cast<const T*>(in), static_cast<T*>(values), indices, args.outer,
+               args.reduced, args.inner);
   });
 }
 
-void CpuBackend::sum_squares(DType dtype, const void* in, std::int64_t n, void* out) {
-  dispatch_floating(dtype, [&](auto tag) {
+void CpuBackend::sum_squares(const ReduceArgs& args, const void* in, void* out) {
+  const std::int64_t n = args.outer * args.reduced * args.inner;
+  dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(in);
     const std::int64_t chunks = (n + kRowChunk - 1) / kRowChunk;

@@ -303,14 +303,13 @@ void cross_entropy_exp_rows(std::int64_t rows, std::int64_t cols, T* logits,
 
 }  // namespace
 
-void CpuBackend::cross_entropy_forward_exp(DType dtype, std::int64_t rows, std::int64_t cols,
-                                           void* logits, const std::int64_t* targets,
-                                           std::int64_t ignore_index, void* loss, void* logsumexp,
+void CpuBackend::cross_entropy_forward_exp(const CrossEntropyArgs& args, void* logits,
+                                           const std::int64_t* targets, void* loss, void* logsumexp,
                                            void* row_scale) {
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
-    cross_entropy_exp_rows(rows, cols, static_cast<T*>(logits), targets, ignore_index,
-                           static_cast<T*>(loss), static_cast<T*>(logsumexp),
+    cross_entropy_exp_rows(args.rows, args.cols, static_cast<T*>(logits), targets,
+                           args.ignore_index, static_cast<T*>(loss), static_cast<T*>(logsumexp),
                            static_cast<T*>(row_scale));
   });
 }
@@ -331,49 +330,46 @@ void CpuBackend::softmax_backward(const SoftmaxArgs& args, const void* y, const 
   });
 }
 
-void CpuBackend::layer_norm_forward(DType dtype, std::int64_t rows, std::int64_t cols, double eps,
-                                    const void* x, const void* gamma, const void* beta, void* y,
-                                    void* mean, void* rstd) {
-  dispatch_floating(dtype, [&](auto tag) {
+void CpuBackend::layer_norm_forward(const LayerNormArgs& args, const void* x, const void* gamma,
+                                    const void* beta, void* y, void* mean, void* rstd) {
+  dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
-    layer_norm_forward_rows(rows, cols, eps, static_cast<const T*>(x), static_cast<const T*>(gamma),
-                            static_cast<const T*>(beta), static_cast<T*>(y), static_cast<T*>(mean),
-                            static_cast<T*>(rstd));
+    layer_norm_forward_rows(args.rows, args.cols, args.eps, static_cast<const T*>(x),
+                            static_cast<const T*>(gamma), static_cast<const T*>(beta),
+                            static_cast<T*>(y), static_cast<T*>(mean), static_cast<T*>(rstd));
   });
 }
 
-void CpuBackend::layer_norm_backward(DType dtype, std::int64_t rows, std::int64_t cols,
-                                     const void* x, const void* gamma, const void* mean,
-                                     const void* rstd, const void* dy, void* dx, void* dgamma,
-                                     void* dbeta) {
-  dispatch_floating(dtype, [&](auto tag) {
+void CpuBackend::layer_norm_backward(const LayerNormArgs& args, const void* x, const void* gamma,
+                                     const void* mean, const void* rstd, const void* dy, void* dx,
+                                     void* dgamma, void* dbeta) {
+  dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
-    layer_norm_backward_rows(rows, cols, static_cast<const T*>(x), static_cast<const T*>(gamma),
-                             static_cast<const T*>(mean), static_cast<const T*>(rstd),
-                             static_cast<const T*>(dy), static_cast<T*>(dx),
-                             static_cast<T*>(dgamma), static_cast<T*>(dbeta));
+    layer_norm_backward_rows(args.rows, args.cols, static_cast<const T*>(x),
+                             static_cast<const T*>(gamma), static_cast<const T*>(mean),
+                             static_cast<const T*>(rstd), static_cast<const T*>(dy),
+                             static_cast<T*>(dx), static_cast<T*>(dgamma), static_cast<T*>(dbeta));
   });
 }
 
-void CpuBackend::cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t cols,
-                                       const void* logits, const std::int64_t* targets,
-                                       std::int64_t ignore_index, void* loss, void* logsumexp) {
-  dispatch_floating(dtype, [&](auto tag) {
+void CpuBackend::cross_entropy_forward(const CrossEntropyArgs& args, const void* logits,
+                                       const std::int64_t* targets, void* loss, void* logsumexp) {
+  dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
-    cross_entropy_forward_rows(rows, cols, static_cast<const T*>(logits), targets, ignore_index,
-                               static_cast<T*>(loss), static_cast<T*>(logsumexp));
+    cross_entropy_forward_rows(args.rows, args.cols, static_cast<const T*>(logits), targets,
+                               args.ignore_index, static_cast<T*>(loss),
+                               static_cast<T*>(logsumexp));
   });
 }
 
-void CpuBackend::cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t cols,
-                                        const void* logits, const std::int64_t* targets,
-                                        std::int64_t ignore_index, const void* logsumexp,
-                                        const void* grad_loss, double scale, void* dlogits) {
-  dispatch_floating(dtype, [&](auto tag) {
+void CpuBackend::cross_entropy_backward(const CrossEntropyArgs& args, const void* logits,
+                                        const std::int64_t* targets, const void* logsumexp,
+                                        const void* grad_loss, void* dlogits) {
+  dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T grad_scale = static_cast<T>(*static_cast<const T*>(grad_loss) * scale);
-    cross_entropy_backward_rows(rows, cols, static_cast<const T*>(logits), targets, ignore_index,
-                                static_cast<const T*>(logsumexp), grad_scale,
+    const T grad_scale = static_cast<T>(*static_cast<const T*>(grad_loss) * args.scale);
+    cross_entropy_backward_rows(args.rows, args.cols, static_cast<const T*>(logits), targets,
+                                args.ignore_index, static_cast<const T*>(logsumexp), grad_scale,
                                 static_cast<T*>(dlogits));
   });
 }

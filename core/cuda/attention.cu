@@ -386,7 +386,7 @@ void with_head_bound(std::int64_t d, Launch&& launch) {
 }  // namespace
 }  // namespace gpu
 
-void CudaBackend::attention_forward(const AttentionArgs& args, void* logsumexp) {
+void CudaBackend::attention_forward(const AttentionArgs& args) {
   if (args.batch * args.heads * args.queries == 0) return;
   activate();
   const std::uint32_t threshold = philox::dropout_threshold(args.dropout_p);
@@ -398,22 +398,21 @@ void CudaBackend::attention_forward(const AttentionArgs& args, void* logsumexp) 
       const std::int64_t tiles = (args.queries + gpu::Tiling<T, D>::R - 1) / gpu::Tiling<T, D>::R;
       KILN_LAUNCH(gpu::blocks_for(args.batch * args.heads * tiles, 1), gpu::kAttentionThreads,
                   stream_, gpu::attention_forward_kernel<T, D>)
-      (args, threshold, keep, static_cast<T*>(logsumexp));
+      (args, threshold, keep, static_cast<T*>(args.logsumexp));
       KILN_CUDA_CHECK_LAUNCH();
     });
   });
 }
 
-void CudaBackend::attention_backward(const AttentionArgs& args, const void* logsumexp,
-                                     const HeadsArg& dout, const HeadsArg& dq, const HeadsArg& dk,
-                                     const HeadsArg& dv) {
+void CudaBackend::attention_backward(const AttentionArgs& args, const AttentionGradArgs& grads) {
+  const HeadsArg &dout = grads.dout, &dq = grads.dq, &dk = grads.dk, &dv = grads.dv;
   if (args.batch * args.heads * args.queries == 0) return;
   activate();
   const std::uint32_t threshold = philox::dropout_threshold(args.dropout_p);
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T keep = static_cast<T>(1.0 / (1.0 - args.dropout_p));
-    const T* lse = static_cast<const T*>(logsumexp);
+    const T* lse = static_cast<const T*>(args.logsumexp);
     const std::int64_t rows = args.batch * args.heads * args.queries;
     Scratch<T> delta(*allocator_, rows);
     KILN_LAUNCH(gpu::blocks_for(rows, gpu::kThreads / gpu::kWarp), gpu::kThreads, stream_,

@@ -90,8 +90,8 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 }  // namespace gpu
 
-std::int64_t CudaBackend::find_invalid_id(const std::int64_t* ids, std::int64_t n,
-                                          std::int64_t limit) {
+std::int64_t CudaBackend::find_invalid_id(const IndexArgs& args, const std::int64_t* ids) {
+  const std::int64_t n = args.n, limit = args.table_rows;
   if (n == 0) return -1;
   activate();
   const unsigned blocks = gpu::blocks_for(std::min(n, gpu::kIdCheckBlocks * gpu::kThreads));
@@ -107,12 +107,13 @@ std::int64_t CudaBackend::find_invalid_id(const std::int64_t* ids, std::int64_t 
   return first == gpu::kNoInvalidId ? -1 : first;
 }
 
-void CudaBackend::gather_rows(DType dtype, const void* table, std::int64_t cols,
-                              const std::int64_t* ids, std::int64_t n, void* out) {
+void CudaBackend::gather_rows(const IndexArgs& args, const void* table, const std::int64_t* ids,
+                              void* out) {
+  const std::int64_t n = args.n, cols = args.cols;
   if (n == 0 || cols == 0) return;
   activate();
   const unsigned grid = gpu::blocks_for(n, 1);
-  if (dtype_size(dtype) == 4) {
+  if (dtype_size(args.dtype) == 4) {
     KILN_LAUNCH(grid, gpu::kThreads, stream_, gpu::gather_rows_kernel<std::uint32_t>)
     (static_cast<const std::uint32_t*>(table), cols, ids, n, static_cast<std::uint32_t*>(out));
   } else {
@@ -122,9 +123,9 @@ void CudaBackend::gather_rows(DType dtype, const void* table, std::int64_t cols,
   KILN_CUDA_CHECK_LAUNCH();
 }
 
-void CudaBackend::scatter_add_rows(DType dtype, const void* grad, const std::int64_t* ids,
-                                   std::int64_t n, std::int64_t cols, void* table_grad,
-                                   std::int64_t table_rows) {
+void CudaBackend::scatter_add_rows(const IndexArgs& args, const void* grad, const std::int64_t* ids,
+                                   void* table_grad) {
+  const std::int64_t n = args.n, cols = args.cols, table_rows = args.table_rows;
   if (n == 0 || cols == 0) return;
   if (n > std::numeric_limits<std::int32_t>::max())
     gpu::throw_error("scatter_add_rows: " + std::to_string(n) +
@@ -147,7 +148,7 @@ void CudaBackend::scatter_add_rows(DType dtype, const void* grad, const std::int
   KILN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys_in, sorted_ids.get(),
                                                   positions.get(), sorted_positions.get(),
                                                   static_cast<int>(n), 0, end_bit, stream_));
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     KILN_LAUNCH(gpu::blocks_for(n, 1), gpu::kThreads, stream_, gpu::add_segments<T>)
     (static_cast<const T*>(grad), sorted_ids.get(), sorted_positions.get(), n, cols,

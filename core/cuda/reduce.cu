@@ -201,8 +201,9 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 }  // namespace gpu
 
-void CudaBackend::sum(DType dtype, const void* in, void* out, std::int64_t outer,
-                      std::int64_t reduced, std::int64_t inner) {
+void CudaBackend::sum(const ReduceArgs& args, const void* in, void* out) {
+  const DType dtype = args.dtype;
+  const std::int64_t outer = args.outer, reduced = args.reduced, inner = args.inner;
   if (outer * inner == 0) return;
   activate();
   dispatch_floating(dtype, [&](auto tag) {
@@ -217,17 +218,19 @@ void CudaBackend::sum(DType dtype, const void* in, void* out, std::int64_t outer
   });
 }
 
-void CudaBackend::sum_squares(DType dtype, const void* in, std::int64_t n, void* out) {
+void CudaBackend::sum_squares(const ReduceArgs& args, const void* in, void* out) {
+  const std::int64_t n = args.outer * args.reduced * args.inner;
   activate();
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     gpu::sum_rows<true>(*allocator_, stream_, static_cast<const T*>(in), static_cast<T*>(out), 1,
                         n);
   });
 }
 
-void CudaBackend::max(DType dtype, const void* in, void* values, std::int64_t* indices,
-                      std::int64_t outer, std::int64_t reduced, std::int64_t inner) {
+void CudaBackend::max(const ReduceArgs& args, const void* in, void* values, std::int64_t* indices) {
+  const DType dtype = args.dtype;
+  const std::int64_t outer = args.outer, reduced = args.reduced, inner = args.inner;
   if (outer * inner == 0 || reduced == 0) return;
   activate();
   dispatch_floating(dtype, [&](auto tag) {

@@ -342,9 +342,11 @@ void CudaBackend::softmax_backward(const SoftmaxArgs& args, const void* y, const
   });
 }
 
-void CudaBackend::layer_norm_forward(DType dtype, std::int64_t rows, std::int64_t cols, double eps,
-                                     const void* x, const void* gamma, const void* beta, void* y,
-                                     void* mean, void* rstd) {
+void CudaBackend::layer_norm_forward(const LayerNormArgs& args, const void* x, const void* gamma,
+                                     const void* beta, void* y, void* mean, void* rstd) {
+  const DType dtype = args.dtype;
+  const std::int64_t rows = args.rows, cols = args.cols;
+  const double eps = args.eps;
   activate();
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -358,10 +360,11 @@ void CudaBackend::layer_norm_forward(DType dtype, std::int64_t rows, std::int64_
   });
 }
 
-void CudaBackend::layer_norm_backward(DType dtype, std::int64_t rows, std::int64_t cols,
-                                      const void* x, const void* gamma, const void* mean,
-                                      const void* rstd, const void* dy, void* dx, void* dgamma,
-                                      void* dbeta) {
+void CudaBackend::layer_norm_backward(const LayerNormArgs& args, const void* x, const void* gamma,
+                                      const void* mean, const void* rstd, const void* dy, void* dx,
+                                      void* dgamma, void* dbeta) {
+  const DType dtype = args.dtype;
+  const std::int64_t rows = args.rows, cols = args.cols;
   if (cols == 0) return;
   activate();
   dispatch_floating(dtype, [&](auto tag) {
@@ -391,9 +394,10 @@ void CudaBackend::layer_norm_backward(DType dtype, std::int64_t rows, std::int64
   });
 }
 
-void CudaBackend::cross_entropy_forward(DType dtype, std::int64_t rows, std::int64_t cols,
-                                        const void* logits, const std::int64_t* targets,
-                                        std::int64_t ignore_index, void* loss, void* logsumexp) {
+void CudaBackend::cross_entropy_forward(const CrossEntropyArgs& args, const void* logits,
+                                        const std::int64_t* targets, void* loss, void* logsumexp) {
+  const DType dtype = args.dtype;
+  const std::int64_t rows = args.rows, cols = args.cols, ignore_index = args.ignore_index;
   activate();
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -406,10 +410,11 @@ void CudaBackend::cross_entropy_forward(DType dtype, std::int64_t rows, std::int
   });
 }
 
-void CudaBackend::cross_entropy_forward_exp(DType dtype, std::int64_t rows, std::int64_t cols,
-                                            void* logits, const std::int64_t* targets,
-                                            std::int64_t ignore_index, void* loss, void* logsumexp,
-                                            void* row_scale) {
+void CudaBackend::cross_entropy_forward_exp(const CrossEntropyArgs& args, void* logits,
+                                            const std::int64_t* targets, void* loss,
+                                            void* logsumexp, void* row_scale) {
+  const DType dtype = args.dtype;
+  const std::int64_t rows = args.rows, cols = args.cols, ignore_index = args.ignore_index;
   activate();
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -422,10 +427,12 @@ void CudaBackend::cross_entropy_forward_exp(DType dtype, std::int64_t rows, std:
   });
 }
 
-void CudaBackend::cross_entropy_backward(DType dtype, std::int64_t rows, std::int64_t cols,
-                                         const void* logits, const std::int64_t* targets,
-                                         std::int64_t ignore_index, const void* logsumexp,
-                                         const void* grad_loss, double scale, void* dlogits) {
+void CudaBackend::cross_entropy_backward(const CrossEntropyArgs& args, const void* logits,
+                                         const std::int64_t* targets, const void* logsumexp,
+                                         const void* grad_loss, void* dlogits) {
+  const DType dtype = args.dtype;
+  const std::int64_t rows = args.rows, cols = args.cols, ignore_index = args.ignore_index;
+  const double scale = args.scale;
   activate();
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);

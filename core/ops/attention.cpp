@@ -102,7 +102,8 @@ Tensor causal_attention(const Tensor& projected, std::int64_t heads, std::int64_
   args.k = block_of(qkv, heads, d);
   args.v = block_of(qkv, heads + kv_heads, d);
   args.out = concatenated(out, d);
-  backend_of(projected).attention_forward(args, logsumexp.raw_data());
+  args.logsumexp = logsumexp.raw_data();
+  backend_of(projected).attention_forward(args);
 
   record("causal_attention", out, {projected}, {qkv, out, logsumexp},
          [args](const Tensor& grad, const Saved& s) {
@@ -114,10 +115,13 @@ Tensor causal_attention(const Tensor& projected, std::int64_t heads, std::int64_
            a.k = block_of(qkv, a.heads, a.d);
            a.v = block_of(qkv, a.heads + a.kv_heads, a.d);
            a.out = concatenated(s[1], a.d);
+           a.logsumexp = s[2].raw_data();
            // dQ, dK, dV land in the Q, K and V columns of one gradient.
-           backend_of(grad).attention_backward(a, s[2].raw_data(), concatenated(dy, a.d),
-                                               block_of(dqkv, 0, a.d), block_of(dqkv, a.heads, a.d),
-                                               block_of(dqkv, a.heads + a.kv_heads, a.d));
+           backend_of(grad).attention_backward(a,
+                                               {.dout = concatenated(dy, a.d),
+                                                .dq = block_of(dqkv, 0, a.d),
+                                                .dk = block_of(dqkv, a.heads, a.d),
+                                                .dv = block_of(dqkv, a.heads + a.kv_heads, a.d)});
            return Grads{dqkv};
          });
   return out;
@@ -159,7 +163,8 @@ Tensor causal_attention_heads(const Tensor& q, const Tensor& k, const Tensor& v,
                                   keys, d, dropout_p, training, gen);
   args.q = heads_of(qr), args.k = heads_of(kr), args.v = heads_of(vr);
   args.out = concatenated(out, d);
-  backend_of(q).attention_forward(args, logsumexp.raw_data());
+  args.logsumexp = logsumexp.raw_data();
+  backend_of(q).attention_forward(args);
 
   record("causal_attention_heads", out, {q, k, v}, {qr, kr, vr, out, logsumexp},
          [args](const Tensor& grad, const Saved& s) {
@@ -170,8 +175,11 @@ Tensor causal_attention_heads(const Tensor& q, const Tensor& k, const Tensor& v,
            AttentionArgs a = args;
            a.q = heads_of(s[0]), a.k = heads_of(s[1]), a.v = heads_of(s[2]);
            a.out = concatenated(s[3], a.d);
-           backend_of(grad).attention_backward(a, s[4].raw_data(), concatenated(dy, a.d),
-                                               heads_of(dq), heads_of(dk), heads_of(dv));
+           a.logsumexp = s[4].raw_data();
+           backend_of(grad).attention_backward(a, {.dout = concatenated(dy, a.d),
+                                                   .dq = heads_of(dq),
+                                                   .dk = heads_of(dk),
+                                                   .dv = heads_of(dv)});
            return Grads{dq, dk, dv};
          });
   return out;

@@ -50,23 +50,27 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   Tensor row_loss = empty({rows}, {logits.dtype(), logits.device()});
   Tensor logsumexp = empty({rows}, {logits.dtype(), logits.device()});
   Backend& backend = backend_of(logits);
-  backend.cross_entropy_forward(logits.dtype(), rows, classes, input.raw_data(),
-                                static_cast<const std::int64_t*>(ids.raw_data()), ignore_index,
+  const double scale = 1.0 / static_cast<double>(counted);
+  const CrossEntropyArgs args{.dtype = logits.dtype(),
+                              .rows = rows,
+                              .cols = classes,
+                              .ignore_index = ignore_index,
+                              .scale = scale};
+  backend.cross_entropy_forward(args, input.raw_data(),
+                                static_cast<const std::int64_t*>(ids.raw_data()),
                                 row_loss.raw_data(), logsumexp.raw_data());
   Tensor total = empty({}, {logits.dtype(), logits.device()});
-  backend.sum(logits.dtype(), row_loss.raw_data(), total.raw_data(), 1, rows, 1);
-  const double scale = 1.0 / static_cast<double>(counted);
+  backend.sum({.dtype = logits.dtype(), .reduced = rows}, row_loss.raw_data(), total.raw_data());
   Tensor loss = empty({}, {logits.dtype(), logits.device()});
   backend.unary(UnaryOp::mul_scalar, arg_of(loss), arg_of(total), scale);
 
   record("cross_entropy", loss, {logits, targets}, {input, ids, logsumexp},
-         [rows, classes, ignore_index, scale](const Tensor& g, const Saved& s) {
+         [args](const Tensor& g, const Saved& s) {
            const Tensor grad_loss = g.contiguous();
            Tensor dlogits = empty(s[0].shape(), {g.dtype(), g.device()});
-           backend_of(g).cross_entropy_backward(g.dtype(), rows, classes, s[0].raw_data(),
-                                                static_cast<const std::int64_t*>(s[1].raw_data()),
-                                                ignore_index, s[2].raw_data(), grad_loss.raw_data(),
-                                                scale, dlogits.raw_data());
+           backend_of(g).cross_entropy_backward(
+               args, s[0].raw_data(), static_cast<const std::int64_t*>(s[1].raw_data()),
+               s[2].raw_data(), grad_loss.raw_data(), dlogits.raw_data());
            return Grads{dlogits, Tensor()};
          });
   return loss;

@@ -12,7 +12,7 @@ namespace {
 // Errors naming the first id outside [0, limit), with its position.
 void check_ids(std::string_view op, const Tensor& ids, std::int64_t limit) {
   const std::int64_t bad = backend_of(ids).find_invalid_id(
-      static_cast<const std::int64_t*>(ids.raw_data()), ids.numel(), limit);
+      {.n = ids.numel(), .table_rows = limit}, static_cast<const std::int64_t*>(ids.raw_data()));
   if (bad < 0) return;
   const std::int64_t id = ids.view({-1}).select(0, bad).item<std::int64_t>();
   fail("{}: id {} at position {} is out of range for a table of {} rows", op, id, bad, limit);
@@ -23,9 +23,9 @@ Tensor gather(const Tensor& table, const Tensor& ids) {
   const std::int64_t cols = table.size(1);
   Tensor out = empty({ids.numel(), cols}, {table.dtype(), table.device()});
   if (ids.numel() > 0 && cols > 0)
-    backend_of(table).gather_rows(table.dtype(), table.raw_data(), cols,
-                                  static_cast<const std::int64_t*>(ids.raw_data()), ids.numel(),
-                                  out.raw_data());
+    backend_of(table).gather_rows(
+        {.dtype = table.dtype(), .n = ids.numel(), .table_rows = table.size(0), .cols = cols},
+        table.raw_data(), static_cast<const std::int64_t*>(ids.raw_data()), out.raw_data());
   return out;
 }
 
@@ -33,9 +33,9 @@ Tensor gather(const Tensor& table, const Tensor& ids) {
 void scatter_add_into(const Tensor& table_grad, const Tensor& grad, const Tensor& ids) {
   const std::int64_t cols = grad.size(1);
   if (ids.numel() > 0 && cols > 0)
-    backend_of(grad).scatter_add_rows(grad.dtype(), grad.raw_data(),
-                                      static_cast<const std::int64_t*>(ids.raw_data()), ids.numel(),
-                                      cols, table_grad.raw_data(), table_grad.size(0));
+    backend_of(grad).scatter_add_rows(
+        {.dtype = grad.dtype(), .n = ids.numel(), .table_rows = table_grad.size(0), .cols = cols},
+        grad.raw_data(), static_cast<const std::int64_t*>(ids.raw_data()), table_grad.raw_data());
 }
 
 // d table = zeros with grad row i added into row ids[i].

@@ -28,20 +28,20 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
   Tensor y = empty(x.shape(), {x.dtype(), x.device()});
   Tensor mean = empty({rows}, {x.dtype(), x.device()});
   Tensor rstd = empty({rows}, {x.dtype(), x.device()});
+  const LayerNormArgs args{.dtype = x.dtype(), .rows = rows, .cols = cols, .eps = eps};
   if (rows > 0)
-    backend_of(x).layer_norm_forward(x.dtype(), rows, cols, eps, input.raw_data(), g.raw_data(),
-                                     b.raw_data(), y.raw_data(), mean.raw_data(), rstd.raw_data());
+    backend_of(x).layer_norm_forward(args, input.raw_data(), g.raw_data(), b.raw_data(),
+                                     y.raw_data(), mean.raw_data(), rstd.raw_data());
   record("layer_norm", y, {x, gamma, beta}, {input, g, mean, rstd},
-         [rows, cols](const Tensor& dy, const Saved& s) {
+         [args, rows, cols](const Tensor& dy, const Saved& s) {
            const Tensor grad = dy.contiguous();
            Tensor dx = empty(s[0].shape(), {dy.dtype(), dy.device()});
            Tensor dgamma = empty({cols}, {dy.dtype(), dy.device()});
            Tensor dbeta = empty({cols}, {dy.dtype(), dy.device()});
            if (rows > 0) {
-             backend_of(dy).layer_norm_backward(dy.dtype(), rows, cols, s[0].raw_data(),
-                                                s[1].raw_data(), s[2].raw_data(), s[3].raw_data(),
-                                                grad.raw_data(), dx.raw_data(), dgamma.raw_data(),
-                                                dbeta.raw_data());
+             backend_of(dy).layer_norm_backward(args, s[0].raw_data(), s[1].raw_data(),
+                                                s[2].raw_data(), s[3].raw_data(), grad.raw_data(),
+                                                dx.raw_data(), dgamma.raw_data(), dbeta.raw_data());
            } else {
              dgamma.zero_();
              dbeta.zero_();

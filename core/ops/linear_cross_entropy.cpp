@@ -67,9 +67,10 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
     logits = empty({rows, classes}, {x.dtype(), x.device()});
     row_scale = empty({rows}, {x.dtype(), x.device()});
     gemm_into(logits, input, false, w, true, 1.0);  // X W^T
-    backend.cross_entropy_forward_exp(x.dtype(), rows, classes, logits.raw_data(), target_ids,
-                                      ignore_index, row_loss.raw_data(), logsumexp.raw_data(),
-                                      row_scale.raw_data());
+    backend.cross_entropy_forward_exp(
+        {.dtype = x.dtype(), .rows = rows, .cols = classes, .ignore_index = ignore_index},
+        logits.raw_data(), target_ids, row_loss.raw_data(), logsumexp.raw_data(),
+        row_scale.raw_data());
   } else {
     // Without a gradient the logits are only read once more: compute them a block of rows at a
     // time into one buffer that stays in cache, instead of an (N, V) tensor.
@@ -79,14 +80,15 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
       const std::int64_t n = std::min(kRowBlock, rows - r0);
       const Tensor block_logits = block.narrow(0, 0, n);
       gemm_into(block_logits, input.narrow(0, r0, n), false, w, true, 1.0);
-      backend.cross_entropy_forward(x.dtype(), n, classes, block_logits.raw_data(), target_ids + r0,
-                                    ignore_index,
-                                    static_cast<char*>(row_loss.raw_data()) + r0 * element,
-                                    static_cast<char*>(logsumexp.raw_data()) + r0 * element);
+      backend.cross_entropy_forward(
+          {.dtype = x.dtype(), .rows = n, .cols = classes, .ignore_index = ignore_index},
+          block_logits.raw_data(), target_ids + r0,
+          static_cast<char*>(row_loss.raw_data()) + r0 * element,
+          static_cast<char*>(logsumexp.raw_data()) + r0 * element);
     }
   }
   Tensor total = empty({}, {x.dtype(), x.device()});
-  backend.sum(x.dtype(), row_loss.raw_data(), total.raw_data(), 1, rows, 1);
+  backend.sum({.dtype = x.dtype(), .reduced = rows}, row_loss.raw_data(), total.raw_data());
   const double scale = 1.0 / static_cast<double>(counted);
   Tensor loss = empty({}, {x.dtype(), x.device()});
   backend.unary(UnaryOp::mul_scalar, arg_of(loss), arg_of(total), scale);
@@ -114,9 +116,10 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
              gemm_into(dw, p, true, (input * scale_rows).contiguous(), false, alpha);
              // dW[target] -= alpha x for every counted row (in row order: deterministic).
              const Tensor minus_rows = (input * -counted_alpha).contiguous();
-             backend_of(dw).scatter_add_rows(dw.dtype(), minus_rows.raw_data(),
-                                             static_cast<const std::int64_t*>(safe_ids.raw_data()),
-                                             rows, w.size(1), dw.raw_data(), w.size(0));
+             backend_of(dw).scatter_add_rows(
+                 {.dtype = dw.dtype(), .n = rows, .table_rows = w.size(0), .cols = w.size(1)},
+                 minus_rows.raw_data(), static_cast<const std::int64_t*>(safe_ids.raw_data()),
+                 dw.raw_data());
            }
            return Grads{dx, dw, Tensor()};
          });

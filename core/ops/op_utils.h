@@ -29,6 +29,9 @@ void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor&
 void check_floating(std::string_view op, const Tensor& t);
 // Errors unless t is defined.
 void check_defined(std::string_view op, const Tensor& t);
+// Errors unless t may be written in place: not a tensor that autograd tracks (outside
+// NoGradGuard), and not an expanded view, whose elements overlap.
+void check_writable(std::string_view op, const Tensor& t);
 
 // The number of targets that are not ignore_index; errors (naming op) for a target outside
 // [0, classes) and when every target is ignored. Reads the targets on the host.

@@ -52,7 +52,8 @@ Tensor sum_run(const Tensor& x, int first, int last) {
   Shape out_shape = s;
   for (int d = first; d <= last; ++d) out_shape[d] = 1;
   Tensor out = empty(out_shape, {x.dtype(), x.device()});
-  backend_of(x).sum(x.dtype(), x.raw_data(), out.raw_data(), outer, reduced, inner);
+  backend_of(x).sum({.dtype = x.dtype(), .outer = outer, .reduced = reduced, .inner = inner},
+                    x.raw_data(), out.raw_data());
   return out;
 }
 
@@ -102,8 +103,9 @@ MaxResult max(const Tensor& x, std::int64_t dim, bool keepdim) {
   const Shape kept = keepdim_shape(s, {d});
   Tensor values = empty(kept, {x.dtype(), x.device()});
   Tensor indices = empty(kept, {DType::i64, x.device()});
-  backend_of(x).max(x.dtype(), input.raw_data(), values.raw_data(),
-                    static_cast<std::int64_t*>(indices.raw_data()), outer, s[d], inner);
+  backend_of(x).max({.dtype = x.dtype(), .outer = outer, .reduced = s[d], .inner = inner},
+                    input.raw_data(), values.raw_data(),
+                    static_cast<std::int64_t*>(indices.raw_data()));
   // The gradient goes to the returned index: g * [position == index] along d.
   record("max", values, {x}, {indices}, [d, in_shape = s](const Tensor& g, const Saved& saved) {
     Shape positions_shape(in_shape.size(), 1);
@@ -137,8 +139,5 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   }
   return sum(x, dims, true).reshape(shape);
 }
-
-Tensor Tensor::sum() const { return kiln::sum(*this); }
-Tensor Tensor::mean() const { return kiln::mean(*this); }
 
 }  // namespace kiln

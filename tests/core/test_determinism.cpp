@@ -143,8 +143,10 @@ TEST_CASE("the LM head's row kernels are bit-identical for 1, 2 and 3 threads", 
     set_num_threads(threads);
     std::vector<Tensor> out{logits.clone(), empty({rows}), empty({rows}), empty({rows})};
     backend_for(Device::cpu())
-        .cross_entropy_forward_exp(DType::f32, rows, classes, out[0].raw_data(), targets.data(),
-                                   -100, out[1].raw_data(), out[2].raw_data(), out[3].raw_data());
+        .cross_entropy_forward_exp(
+            {.dtype = DType::f32, .rows = rows, .cols = classes, .ignore_index = -100},
+            out[0].raw_data(), targets.data(), out[1].raw_data(), out[2].raw_data(),
+            out[3].raw_data());
     set_num_threads(2);
     return out;
   };

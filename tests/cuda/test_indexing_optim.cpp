@@ -31,14 +31,15 @@ TEST_CASE("cuda/find_invalid_id returns the first bad position or -1", "[cuda][i
     INFO("n " << n);
     std::vector<std::int64_t> ids = repeated_ids(n, 50, gen).to_vector<std::int64_t>();
     const Tensor valid = from_vector(ids, {n}, Device::cuda());
-    REQUIRE(gpu_backend().find_invalid_id(ptr<const std::int64_t>(valid), n, 50) == -1);
+    const IndexArgs args{.n = n, .table_rows = 50};
+    REQUIRE(gpu_backend().find_invalid_id(args, ptr<const std::int64_t>(valid)) == -1);
     ids[n - 1] = 50;
     if (n > 3) ids[3] = -1;
     const Tensor invalid = from_vector(ids, {n}, Device::cuda());
-    REQUIRE(gpu_backend().find_invalid_id(ptr<const std::int64_t>(invalid), n, 50) ==
+    REQUIRE(gpu_backend().find_invalid_id(args, ptr<const std::int64_t>(invalid)) ==
             (n > 3 ? 3 : n - 1));
   }
-  REQUIRE(gpu_backend().find_invalid_id(nullptr, 0, 50) == -1);
+  REQUIRE(gpu_backend().find_invalid_id({.n = 0, .table_rows = 50}, nullptr) == -1);
 }
 
 TEST_CASE("cuda/gather_rows copies the selected rows of every dtype", "[cuda][indexing]") {
@@ -49,10 +50,11 @@ TEST_CASE("cuda/gather_rows copies the selected rows of every dtype", "[cuda][in
   for (DType dtype : {DType::f32, DType::f64}) {
     const Mirrored table = uniform_mirrored({40, 33}, gen, -1.0, 1.0, dtype);
     const Mirrored out = outputs({700, 33}, dtype);
-    cpu_backend_ref().gather_rows(dtype, table.cpu.raw_data(), 33, ptr<const std::int64_t>(ids.cpu),
-                                  700, out.cpu.raw_data());
-    gpu_backend().gather_rows(dtype, table.gpu.raw_data(), 33, ptr<const std::int64_t>(ids.gpu),
-                              700, out.gpu.raw_data());
+    const IndexArgs args{.dtype = dtype, .n = 700, .table_rows = 40, .cols = 33};
+    cpu_backend_ref().gather_rows(args, table.cpu.raw_data(), ptr<const std::int64_t>(ids.cpu),
+                                  out.cpu.raw_data());
+    gpu_backend().gather_rows(args, table.gpu.raw_data(), ptr<const std::int64_t>(ids.gpu),
+                              out.gpu.raw_data());
     REQUIRE_EXACT(out.gpu, out.cpu);
   }
 }
@@ -71,11 +73,11 @@ TEST_CASE("cuda/scatter_add_rows equals the CPU bit for bit, in position order",
       const Mirrored grad = uniform_mirrored({n, cols}, gen, -1.0, 1.0, dtype);
       // Start from non-zero values: the kernels add into what is there.
       const Mirrored table = uniform_mirrored({rows, cols}, gen, -1.0, 1.0, dtype);
-      cpu_backend_ref().scatter_add_rows(dtype, grad.cpu.raw_data(),
-                                         ptr<const std::int64_t>(ids.cpu), n, cols,
-                                         table.cpu.raw_data(), rows);
-      gpu_backend().scatter_add_rows(dtype, grad.gpu.raw_data(), ptr<const std::int64_t>(ids.gpu),
-                                     n, cols, table.gpu.raw_data(), rows);
+      const IndexArgs args{.dtype = dtype, .n = n, .table_rows = rows, .cols = cols};
+      cpu_backend_ref().scatter_add_rows(args, grad.cpu.raw_data(),
+                                         ptr<const std::int64_t>(ids.cpu), table.cpu.raw_data());
+      gpu_backend().scatter_add_rows(args, grad.gpu.raw_data(), ptr<const std::int64_t>(ids.gpu),
+                                     table.gpu.raw_data());
       REQUIRE_EXACT(table.gpu, table.cpu);
     }
   }

@@ -47,12 +47,13 @@ TEST_CASE("cuda/sum over (outer, reduced, inner) matches the CPU on every path",
                              << s.inner);
       const Mirrored x = uniform_mirrored({s.outer, s.reduced, s.inner}, gen, -1.0, 2.0, dtype);
       const Mirrored out = outputs({s.outer, s.inner}, dtype);
-      cpu_backend_ref().sum(dtype, x.cpu.raw_data(), out.cpu.raw_data(), s.outer, s.reduced,
-                            s.inner);
-      gpu_backend().sum(dtype, x.gpu.raw_data(), out.gpu.raw_data(), s.outer, s.reduced, s.inner);
+      const ReduceArgs args{
+          .dtype = dtype, .outer = s.outer, .reduced = s.reduced, .inner = s.inner};
+      cpu_backend_ref().sum(args, x.cpu.raw_data(), out.cpu.raw_data());
+      gpu_backend().sum(args, x.gpu.raw_data(), out.gpu.raw_data());
       REQUIRE(relative_error(out.gpu, out.cpu) <= 1e-5);
       const Tensor again = empty({s.outer, s.inner}, {dtype, Device::cuda()});
-      gpu_backend().sum(dtype, x.gpu.raw_data(), again.raw_data(), s.outer, s.reduced, s.inner);
+      gpu_backend().sum(args, x.gpu.raw_data(), again.raw_data());
       REQUIRE_EXACT(again, out.gpu);
     }
   }
@@ -66,8 +67,9 @@ TEST_CASE("cuda/sum of squares matches the CPU, empty input included", "[cuda][r
     INFO("n " << n);
     const Mirrored x = uniform_mirrored({n}, gen);
     const Mirrored out = outputs({});
-    cpu_backend_ref().sum_squares(DType::f32, x.cpu.raw_data(), n, out.cpu.raw_data());
-    gpu_backend().sum_squares(DType::f32, x.gpu.raw_data(), n, out.gpu.raw_data());
+    const ReduceArgs args{.dtype = DType::f32, .reduced = n};
+    cpu_backend_ref().sum_squares(args, x.cpu.raw_data(), out.cpu.raw_data());
+    gpu_backend().sum_squares(args, x.gpu.raw_data(), out.gpu.raw_data());
     REQUIRE(relative_error(out.gpu, out.cpu) <= 1e-5);
   }
 }
@@ -85,10 +87,12 @@ TEST_CASE("cuda/max takes the first index on ties and propagates NaN like the CP
       const Mirrored x = mirrored(max_input({s.outer, s.reduced, s.inner}, gen, with_nan));
       const Mirrored values = outputs({s.outer, s.inner});
       const Mirrored indices = outputs({s.outer, s.inner}, DType::i64);
-      cpu_backend_ref().max(DType::f32, x.cpu.raw_data(), values.cpu.raw_data(),
-                            ptr<std::int64_t>(indices.cpu), s.outer, s.reduced, s.inner);
-      gpu_backend().max(DType::f32, x.gpu.raw_data(), values.gpu.raw_data(),
-                        ptr<std::int64_t>(indices.gpu), s.outer, s.reduced, s.inner);
+      const ReduceArgs args{
+          .dtype = DType::f32, .outer = s.outer, .reduced = s.reduced, .inner = s.inner};
+      cpu_backend_ref().max(args, x.cpu.raw_data(), values.cpu.raw_data(),
+                            ptr<std::int64_t>(indices.cpu));
+      gpu_backend().max(args, x.gpu.raw_data(), values.gpu.raw_data(),
+                        ptr<std::int64_t>(indices.gpu));
       REQUIRE_EXACT(indices.gpu, indices.cpu);
       REQUIRE_EXACT(values.gpu, values.cpu);
     }

@@ -92,12 +92,13 @@ TEST_CASE("cuda/layer norm forward and backward match the CPU", "[cuda][rows]") 
       const Mirrored beta = uniform_mirrored({cols}, gen, -0.5, 0.5, dtype);
       const Mirrored y = outputs({rows, cols}, dtype), mean = outputs({rows}, dtype),
                      rstd = outputs({rows}, dtype);
-      cpu_backend_ref().layer_norm_forward(
-          dtype, rows, cols, 1e-5, x.cpu.raw_data(), gamma.cpu.raw_data(), beta.cpu.raw_data(),
-          y.cpu.raw_data(), mean.cpu.raw_data(), rstd.cpu.raw_data());
-      gpu_backend().layer_norm_forward(dtype, rows, cols, 1e-5, x.gpu.raw_data(),
-                                       gamma.gpu.raw_data(), beta.gpu.raw_data(), y.gpu.raw_data(),
-                                       mean.gpu.raw_data(), rstd.gpu.raw_data());
+      const LayerNormArgs args{.dtype = dtype, .rows = rows, .cols = cols, .eps = 1e-5};
+      cpu_backend_ref().layer_norm_forward(args, x.cpu.raw_data(), gamma.cpu.raw_data(),
+                                           beta.cpu.raw_data(), y.cpu.raw_data(),
+                                           mean.cpu.raw_data(), rstd.cpu.raw_data());
+      gpu_backend().layer_norm_forward(args, x.gpu.raw_data(), gamma.gpu.raw_data(),
+                                       beta.gpu.raw_data(), y.gpu.raw_data(), mean.gpu.raw_data(),
+                                       rstd.gpu.raw_data());
       REQUIRE(relative_error(y.gpu, y.cpu) <= tolerance(dtype));
       REQUIRE(relative_error(mean.gpu, mean.cpu) <= tolerance(dtype));
       REQUIRE(relative_error(rstd.gpu, rstd.cpu) <= tolerance(dtype));
@@ -106,13 +107,11 @@ TEST_CASE("cuda/layer norm forward and backward match the CPU", "[cuda][rows]") 
       const Mirrored dx = outputs({rows, cols}, dtype), dgamma = outputs({cols}, dtype),
                      dbeta = outputs({cols}, dtype);
       cpu_backend_ref().layer_norm_backward(
-          dtype, rows, cols, x.cpu.raw_data(), gamma.cpu.raw_data(), mean.cpu.raw_data(),
-          rstd.cpu.raw_data(), dy.cpu.raw_data(), dx.cpu.raw_data(), dgamma.cpu.raw_data(),
-          dbeta.cpu.raw_data());
-      gpu_backend().layer_norm_backward(dtype, rows, cols, x.gpu.raw_data(), gamma.gpu.raw_data(),
-                                        mean.gpu.raw_data(), rstd.gpu.raw_data(), dy.gpu.raw_data(),
-                                        dx.gpu.raw_data(), dgamma.gpu.raw_data(),
-                                        dbeta.gpu.raw_data());
+          args, x.cpu.raw_data(), gamma.cpu.raw_data(), mean.cpu.raw_data(), rstd.cpu.raw_data(),
+          dy.cpu.raw_data(), dx.cpu.raw_data(), dgamma.cpu.raw_data(), dbeta.cpu.raw_data());
+      gpu_backend().layer_norm_backward(
+          args, x.gpu.raw_data(), gamma.gpu.raw_data(), mean.gpu.raw_data(), rstd.gpu.raw_data(),
+          dy.gpu.raw_data(), dx.gpu.raw_data(), dgamma.gpu.raw_data(), dbeta.gpu.raw_data());
       REQUIRE(relative_error(dx.gpu, dx.cpu) <= tolerance(dtype));
       REQUIRE(relative_error(dgamma.gpu, dgamma.cpu) <= tolerance(dtype));
       REQUIRE(relative_error(dbeta.gpu, dbeta.cpu) <= tolerance(dtype));
@@ -138,23 +137,25 @@ TEST_CASE("cuda/cross-entropy forward and backward match the CPU, ignore_index i
       const Mirrored targets = mirrored(from_vector(target_values, {rows}));
       const Mirrored logits = uniform_mirrored({rows, cols}, gen, -5.0, 5.0, dtype);
       const Mirrored loss = outputs({rows}, dtype), lse = outputs({rows}, dtype);
-      cpu_backend_ref().cross_entropy_forward(dtype, rows, cols, logits.cpu.raw_data(),
-                                              ptr<const std::int64_t>(targets.cpu), kIgnore,
+      const CrossEntropyArgs args{
+          .dtype = dtype, .rows = rows, .cols = cols, .ignore_index = kIgnore, .scale = 1.0 / 30};
+      cpu_backend_ref().cross_entropy_forward(args, logits.cpu.raw_data(),
+                                              ptr<const std::int64_t>(targets.cpu),
                                               loss.cpu.raw_data(), lse.cpu.raw_data());
-      gpu_backend().cross_entropy_forward(dtype, rows, cols, logits.gpu.raw_data(),
-                                          ptr<const std::int64_t>(targets.gpu), kIgnore,
-                                          loss.gpu.raw_data(), lse.gpu.raw_data());
+      gpu_backend().cross_entropy_forward(args, logits.gpu.raw_data(),
+                                          ptr<const std::int64_t>(targets.gpu), loss.gpu.raw_data(),
+                                          lse.gpu.raw_data());
       REQUIRE(relative_error(loss.gpu, loss.cpu) <= tolerance(dtype));
       REQUIRE(relative_error(lse.gpu, lse.cpu) <= tolerance(dtype));
 
       const Mirrored grad_loss = mirrored(full({}, 0.75, {dtype}));
       const Mirrored dlogits = outputs({rows, cols}, dtype);
       cpu_backend_ref().cross_entropy_backward(
-          dtype, rows, cols, logits.cpu.raw_data(), ptr<const std::int64_t>(targets.cpu), kIgnore,
-          lse.cpu.raw_data(), grad_loss.cpu.raw_data(), 1.0 / 30, dlogits.cpu.raw_data());
-      gpu_backend().cross_entropy_backward(
-          dtype, rows, cols, logits.gpu.raw_data(), ptr<const std::int64_t>(targets.gpu), kIgnore,
-          lse.gpu.raw_data(), grad_loss.gpu.raw_data(), 1.0 / 30, dlogits.gpu.raw_data());
+          args, logits.cpu.raw_data(), ptr<const std::int64_t>(targets.cpu), lse.cpu.raw_data(),
+          grad_loss.cpu.raw_data(), dlogits.cpu.raw_data());
+      gpu_backend().cross_entropy_backward(args, logits.gpu.raw_data(),
+                                           ptr<const std::int64_t>(targets.gpu), lse.gpu.raw_data(),
+                                           grad_loss.gpu.raw_data(), dlogits.gpu.raw_data());
       REQUIRE(relative_error(dlogits.gpu, dlogits.cpu) <= tolerance(dtype));
     }
   }
@@ -180,12 +181,14 @@ TEST_CASE("cuda/cross-entropy with its exponentials in place matches the CPU's f
           mirrored(uniform({rows, cols}, -5.0, 5.0, {dtype}, &gen) + ramp.view({1, cols}));
       const Mirrored loss = outputs({rows}, dtype), lse = outputs({rows}, dtype);
       const Mirrored row_scale = outputs({rows}, dtype);
+      const CrossEntropyArgs args{
+          .dtype = dtype, .rows = rows, .cols = cols, .ignore_index = kIgnore};
       cpu_backend_ref().cross_entropy_forward_exp(
-          dtype, rows, cols, logits.cpu.raw_data(), ptr<const std::int64_t>(targets.cpu), kIgnore,
-          loss.cpu.raw_data(), lse.cpu.raw_data(), row_scale.cpu.raw_data());
+          args, logits.cpu.raw_data(), ptr<const std::int64_t>(targets.cpu), loss.cpu.raw_data(),
+          lse.cpu.raw_data(), row_scale.cpu.raw_data());
       gpu_backend().cross_entropy_forward_exp(
-          dtype, rows, cols, logits.gpu.raw_data(), ptr<const std::int64_t>(targets.gpu), kIgnore,
-          loss.gpu.raw_data(), lse.gpu.raw_data(), row_scale.gpu.raw_data());
+          args, logits.gpu.raw_data(), ptr<const std::int64_t>(targets.gpu), loss.gpu.raw_data(),
+          lse.gpu.raw_data(), row_scale.gpu.raw_data());
       REQUIRE(relative_error(loss.gpu, loss.cpu) <= tolerance(dtype));
       REQUIRE(relative_error(lse.gpu, lse.cpu) <= tolerance(dtype));
       // The backends may shift rows differently; the softmax they encode must agree.

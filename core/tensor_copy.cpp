@@ -1,4 +1,4 @@
-// Copies, conversions and in-place updates.
+// Tensor's copies, conversions and in-place updates (core/tensor.h).
 #include <algorithm>
 
 #include "core/autograd.h"
@@ -9,20 +9,6 @@
 namespace kiln {
 
 namespace {
-
-// In-place writes: not on a tensor that autograd tracks (outside NoGradGuard), and not through
-// an expanded view, whose elements overlap.
-void check_writable(std::string_view op, const Tensor& t) {
-  KILN_CHECK(!(grad_mode_enabled() && t.requires_grad()),
-             "{}: in-place update of a tensor that requires grad (shape {}); do it under "
-             "NoGradGuard (as optimizers do) or on a detach()ed copy",
-             op, t.shape());
-  for (std::size_t i = 0; i < t.shape().size(); ++i)
-    KILN_CHECK(!(t.strides()[i] == 0 && t.shape()[i] > 1),
-               "{}: cannot write through an expanded view (shape {}, strides {}): its elements "
-               "overlap; call contiguous() first",
-               op, t.shape(), t.strides());
-}
 
 // `source` on t's device, as a tensor that does not alias t's storage in another layout.
 Tensor operand_for(const Tensor& t, const Tensor& source) {

@@ -1,5 +1,6 @@
-// Views: tensors that share their base's storage with other sizes, strides or offset. Each is
-// differentiable; its backward maps the gradient back to the base's shape.
+// Tensor's views (core/tensor.h): tensors that share their base's storage with other sizes,
+// strides or offset. Each is differentiable; its backward maps the gradient back to the base's
+// shape.
 #include <algorithm>
 #include <numeric>
 #include <optional>

@@ -1,0 +1,38 @@
+// The argument checks ops share (core/ops/op_utils.h).
+#include "core/ops/op_utils.h"
+
+#include "core/autograd.h"
+
+namespace kiln {
+
+void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dtype() == b.dtype(),
+             "{}: dtypes {} and {} differ (no implicit promotion; convert one with .to(dtype))", op,
+             a.dtype(), b.dtype());
+  KILN_CHECK(a.device() == b.device(),
+             "{}: tensors are on different devices ({} and {}); move one with .to(device)", op,
+             a.device(), b.device());
+}
+
+void check_floating(std::string_view op, const Tensor& t) {
+  KILN_CHECK(is_floating(t.dtype()), "{}: expected a float32 or float64 tensor, got {}", op,
+             t.dtype());
+}
+
+void check_defined(std::string_view op, const Tensor& t) {
+  KILN_CHECK(t.defined(), "{}: got an undefined tensor", op);
+}
+
+void check_writable(std::string_view op, const Tensor& t) {
+  KILN_CHECK(!(grad_mode_enabled() && t.requires_grad()),
+             "{}: in-place update of a tensor that requires grad (shape {}); do it under "
+             "NoGradGuard (as optimizers do) or on a detach()ed copy",
+             op, t.shape());
+  for (std::size_t i = 0; i < t.shape().size(); ++i)
+    KILN_CHECK(!(t.strides()[i] == 0 && t.shape()[i] > 1),
+               "{}: cannot write through an expanded view (shape {}, strides {}): its elements "
+               "overlap; call contiguous() first",
+               op, t.shape(), t.strides());
+}
+
+}  // namespace kiln

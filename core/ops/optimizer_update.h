@@ -1,0 +1,36 @@
+// The ops optimizers are made of (optim/): the fused in-place updates, one backend kernel per
+// parameter, and the per-tensor sums of squares a gradient norm is built from. optim knows only
+// tensors; these ops check the tensors they are given and hand them to their device's backend.
+//
+//   NoGradGuard no_grad;  // the parameter requires grad: in-place writes need the guard
+//   adam_update_(param, grad, exp_avg, exp_avg_sq, {.lr = 1e-3, .step = t});
+//
+// The hyperparameters are AdamArgs and SgdArgs (core/optimizer_args.h); the update rules are
+// written out in optim/adam.h and optim/sgd.h.
+#pragma once
+
+#include <span>
+
+#include "core/optimizer_args.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+// Adam/AdamW on one parameter: param, exp_avg (m) and exp_avg_sq (v) are updated in place from
+// grad. All four share one floating dtype, one device and one shape, and are contiguous. The
+// three written tensors follow the in-place rules (core/tensor.h) and have their versions bumped.
+void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                  const Tensor& exp_avg_sq, const AdamArgs& args);
+
+// SGD on one parameter, in place, as adam_update_. momentum_buffer is defined exactly when
+// args.momentum != 0 (without momentum there is no buffer to read or write).
+void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                 const SgdArgs& args);
+
+// (tensors.size()): Σ x² over each tensor's elements, in the tensors' common floating dtype and on
+// their common device; a non-contiguous tensor is read through contiguous(). One deterministic
+// kernel per tensor, each writing its own element, so that a caller can bring every sum to the
+// host in one read and add them in its own order (optim/clip.h).
+Tensor sums_of_squares(std::span<const Tensor> tensors);
+
+}  // namespace kiln

@@ -1,0 +1,175 @@
+// The ops optimizers are made of (core/ops/optimizer_update.h): adam_update_ and sgd_update_ equal
+// the closed-form updates and are what the optimizers run (bit for bit), sums_of_squares is Σ x²
+// per tensor, and every argument the kernels cannot take is an error naming the op and the shapes.
+#include <catch2/catch.hpp>
+
+#include "core/kiln.h"
+#include "core/ops/optimizer_update.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+#include "tests/harness/near.h"
+#include "tests/optim/reference.h"
+
+using namespace kiln;
+using namespace kiln::testing;
+
+namespace {
+
+const Shape kShape{2, 3};
+constexpr std::int64_t kNumel = 6;
+
+template <typename T>
+Tensor values_of(const std::vector<double>& values) {
+  return tensor_of<T>(values, kShape);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("optimizer ops: adam_update_ steps p, m and v as the AdamW equations",
+                   "[optim][optimizer_update]", float, double) {
+  const Tensor p = values_of<TestType>(initial_values(kNumel));
+  const Tensor m = zeros(kShape, {.dtype = p.dtype()});
+  const Tensor v = zeros(kShape, {.dtype = p.dtype()});
+  AdamReference reference{.lr = 0.01, .weight_decay = 0.1, .decoupled = true};
+  std::vector<double> expected = initial_values(kNumel);
+  for (int t = 1; t <= 3; ++t) {
+    const std::vector<double> g = rounded<TestType>(gradient_at(t, kNumel));
+    adam_update_(p, values_of<TestType>(g), m, v,
+                 {.lr = 0.01, .weight_decay = 0.1, .decoupled_weight_decay = true, .step = t});
+    reference.step(expected, g, t);
+    INFO("step " << t);
+    REQUIRE_NEAR(p, tensor_of<double>(expected, kShape), optim_rtol<TestType>,
+                 optim_atol<TestType>);
+    REQUIRE_NEAR(m, tensor_of<double>(reference.m, kShape), optim_rtol<TestType>,
+                 optim_atol<TestType>);
+    REQUIRE_NEAR(v, tensor_of<double>(reference.v, kShape), optim_rtol<TestType>,
+                 optim_atol<TestType>);
+  }
+}
+
+TEMPLATE_TEST_CASE(
+    "optimizer ops: sgd_update_ steps p and the momentum buffer as the SGD equations",
+    "[optim][optimizer_update]", float, double) {
+  const Tensor p = values_of<TestType>(initial_values(kNumel));
+  const Tensor buffer = zeros(kShape, {.dtype = p.dtype()});
+  SgdReference reference{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true};
+  std::vector<double> expected = initial_values(kNumel);
+  for (int t = 1; t <= 3; ++t) {
+    const std::vector<double> g = rounded<TestType>(gradient_at(t, kNumel));
+    sgd_update_(p, values_of<TestType>(g), buffer,
+                {.lr = 0.05,
+                 .momentum = 0.9,
+                 .weight_decay = 0.01,
+                 .nesterov = true,
+                 .first_step = t == 1});
+    reference.step(expected, g, t);
+    INFO("step " << t);
+    REQUIRE_NEAR(p, tensor_of<double>(expected, kShape), optim_rtol<TestType>,
+                 optim_atol<TestType>);
+    REQUIRE_NEAR(buffer, tensor_of<double>(reference.buffer, kShape), optim_rtol<TestType>,
+                 optim_atol<TestType>);
+  }
+}
+
+TEST_CASE("optimizer ops: the optimizers' steps are the ops, bit for bit",
+          "[optim][optimizer_update]") {
+  const std::vector<double> g1 = rounded<float>(gradient_at(1, kNumel));
+  const std::vector<double> g2 = rounded<float>(gradient_at(2, kNumel));
+  SECTION("Adam") {
+    const Tensor p = values_of<float>(initial_values(kNumel)).requires_grad_();
+    Adam opt({{"w", p}}, {.lr = 0.01, .weight_decay = 0.1});
+    const Tensor q = values_of<float>(initial_values(kNumel));
+    const Tensor m = zeros(kShape), v = zeros(kShape);
+    for (int t = 1; t <= 2; ++t) {
+      const Tensor g = values_of<float>(t == 1 ? g1 : g2);
+      p.set_grad(g);
+      opt.step(0.5);
+      adam_update_(q, g, m, v, {.lr = 0.01, .weight_decay = 0.1, .step = t, .grad_scale = 0.5});
+      REQUIRE_EXACT(p.detach(), q);
+    }
+  }
+  SECTION("SGD") {
+    const Tensor p = values_of<float>(initial_values(kNumel)).requires_grad_();
+    Sgd opt({{"w", p}}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.2});
+    const Tensor q = values_of<float>(initial_values(kNumel));
+    const Tensor buffer = zeros(kShape);
+    for (int t = 1; t <= 2; ++t) {
+      const Tensor g = values_of<float>(t == 1 ? g1 : g2);
+      p.set_grad(g);
+      opt.step();
+      sgd_update_(q, g, buffer,
+                  {.lr = 0.1, .momentum = 0.9, .dampening = 0.2, .first_step = t == 1});
+      REQUIRE_EXACT(p.detach(), q);
+    }
+  }
+}
+
+TEST_CASE("optimizer ops: an update bumps the version of every tensor it writes",
+          "[optim][optimizer_update]") {
+  const Tensor p = ones(kShape), g = ones(kShape), m = zeros(kShape), v = zeros(kShape);
+  const std::uint64_t pv = p.version(), mv = m.version(), vv = v.version(), gv = g.version();
+  adam_update_(p, g, m, v, {});
+  REQUIRE(p.version() == pv + 1);
+  REQUIRE(m.version() == mv + 1);
+  REQUIRE(v.version() == vv + 1);
+  REQUIRE(g.version() == gv);
+  sgd_update_(p, g, Tensor(), {});
+  REQUIRE(p.version() == pv + 2);
+}
+
+TEST_CASE("optimizer ops: sums_of_squares gives each tensor's Σ x² in its own element",
+          "[optim][optimizer_update]") {
+  const Tensor a = from_vector<double>({1, -2, 3}, {3});
+  const Tensor b = from_vector<double>({4, 5, 6, 7}, {2, 2}).transpose(0, 1);  // not contiguous
+  const Tensor none = zeros({0}, {.dtype = DType::f64});
+  const Tensor sums = sums_of_squares(std::vector<Tensor>{a, b, none});
+  REQUIRE(sums.shape() == Shape{3});
+  REQUIRE(sums.dtype() == DType::f64);
+  REQUIRE(sums.to_vector<double>() == std::vector<double>{14, 126, 0});
+}
+
+TEST_CASE("errors/optimizer_update: arguments the kernels cannot take", "[optim][errors]") {
+  const Tensor p = ones(kShape), g = ones(kShape), m = zeros(kShape), v = zeros(kShape);
+  using Catch::Contains;
+  SECTION("adam_update_") {
+    REQUIRE_THROWS_WITH(adam_update_(p, ones({3, 2}), m, v, {}),
+                        Contains("adam_update_") && Contains("grad has shape [3, 2]") &&
+                            Contains("param has shape [2, 3]"));
+    REQUIRE_THROWS_WITH(adam_update_(p, g, zeros({6}), v, {}),
+                        Contains("adam_update_") && Contains("exp_avg has shape [6]"));
+    REQUIRE_THROWS_WITH(adam_update_(p, g, m, zeros(kShape, {.dtype = DType::f64}), {}),
+                        Contains("adam_update_") && Contains("float32 and float64"));
+    REQUIRE_THROWS_WITH(adam_update_(zeros(kShape, {.dtype = DType::i64}), g, m, v, {}),
+                        Contains("adam_update_") && Contains("int64"));
+    REQUIRE_THROWS_WITH(
+        adam_update_(ones({3, 2}).transpose(0, 1), g, m, v, {}),
+        Contains("adam_update_") && Contains("param (shape [2, 3]") && Contains("not contiguous"));
+    REQUIRE_THROWS_WITH(
+        adam_update_(p, ones({3, 2}).transpose(0, 1), m, v, {}),
+        Contains("adam_update_") && Contains("grad (shape [2, 3]") && Contains("not contiguous"));
+    REQUIRE_THROWS_WITH(adam_update_(p, Tensor(), m, v, {}),
+                        Contains("adam_update_") && Contains("grad is undefined"));
+    const Tensor leaf = ones(kShape).requires_grad_();
+    REQUIRE_THROWS_WITH(adam_update_(leaf, g, m, v, {}),
+                        Contains("adam_update_") && Contains("requires grad"));
+  }
+  SECTION("sgd_update_") {
+    REQUIRE_THROWS_WITH(sgd_update_(p, ones({6}), Tensor(), {}),
+                        Contains("sgd_update_") && Contains("grad has shape [6]") &&
+                            Contains("param has shape [2, 3]"));
+    REQUIRE_THROWS_WITH(
+        sgd_update_(p, g, Tensor(), {.momentum = 0.9}),
+        Contains("sgd_update_") && Contains("momentum 0.9 needs a momentum buffer"));
+    REQUIRE_THROWS_WITH(sgd_update_(p, g, m, {}),
+                        Contains("sgd_update_") && Contains("momentum 0 takes no momentum buffer"));
+    REQUIRE_THROWS_WITH(sgd_update_(p, g, zeros({2, 2}), {.momentum = 0.9}),
+                        Contains("sgd_update_") && Contains("momentum_buffer has shape [2, 2]"));
+  }
+  SECTION("sums_of_squares") {
+    REQUIRE_THROWS_WITH(sums_of_squares({}), Contains("sums_of_squares: got no tensors"));
+    REQUIRE_THROWS_WITH(sums_of_squares(std::vector<Tensor>{p, zeros({2}, {.dtype = DType::f64})}),
+                        Contains("sums_of_squares") && Contains("float32 and float64"));
+    REQUIRE_THROWS_WITH(sums_of_squares(std::vector<Tensor>{zeros({2}, {.dtype = DType::i64})}),
+                        Contains("sums_of_squares") && Contains("int64"));
+  }
+}
