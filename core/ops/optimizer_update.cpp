@@ -4,7 +4,6 @@
 #include <string_view>
 #include <vector>
 
-#include "core/ops/factories.h"
 #include "core/ops/op_utils.h"
 
 namespace kiln {
