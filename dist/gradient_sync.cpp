@@ -35,6 +35,7 @@ GradientSync::GradientSync(Communicator& comm, std::span<const Tensor> params,
 }
 
 void GradientSync::allreduce(bool contributes) {
+  if (comm_.world_size() == 1) return;  // the gradients are the sum already: no copies
   NoGradGuard no_grad;
   // Which parameters have a gradient on some rank (max of 0/1 flags: exact).
   std::vector<std::int64_t> present(params_.size());

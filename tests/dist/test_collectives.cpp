@@ -52,15 +52,15 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 
 }  // namespace
 
-TEST_CASE("every rank has its own rank in a world of mpirun's size") {
+TEST_CASE("dist: every rank has its own rank in a world of the launcher's size") {
   const int world = comm().world_size();
   CHECK(world == dist::detect_launch().world_size);
   const Tensor ranks = comm().allgather(tensor_of(std::vector<std::int64_t>{comm().rank()}));
   for (int r = 0; r < world; ++r) CHECK(ranks.at<std::int64_t>({r, 0}) == r);
 }
 
-TEMPLATE_TEST_CASE("a rank-ordered sum is ((x_0 + x_1) + ...) bit for bit on every rank", "", float,
-                   double) {
+TEMPLATE_TEST_CASE("dist: a rank-ordered sum is ((x_0 + x_1) + ...) bit for bit on every rank", "",
+                   float, double) {
   const int world = comm().world_size();
   // Sizes that do not divide by the world, shorter than it, and empty.
   for (std::int64_t n : {0, 1, 2, 7, 1000, 100003}) {
@@ -75,7 +75,7 @@ TEMPLATE_TEST_CASE("a rank-ordered sum is ((x_0 + x_1) + ...) bit for bit on eve
   CHECK(same_bits(host, testing::sum_over_ranks<TestType>(world, 999)));
 }
 
-TEST_CASE("the library-order sum agrees with the rank-ordered one to rounding") {
+TEST_CASE("dist: the library-order sum agrees with the rank-ordered one to rounding") {
   const std::int64_t n = 4099;
   const Tensor t = tensor_of(testing::order_sensitive<double>(comm().rank(), n));
   comm().allreduce(t, ReduceOp::sum, SumOrder::library);
@@ -86,7 +86,7 @@ TEST_CASE("the library-order sum agrees with the rank-ordered one to rounding") 
     REQUIRE(testing::near(got[i], expected[i], 1e-12, 1e-7));
 }
 
-TEST_CASE("max, min and integer sums over ranks are exact") {
+TEST_CASE("dist: max, min and integer sums over ranks are exact") {
   const int r = comm().rank(), world = comm().world_size();
   std::vector<std::int64_t> counts{r + 1, std::int64_t{1} << 40, -r};
   comm().allreduce(std::span<std::int64_t>(counts));
@@ -101,7 +101,7 @@ TEST_CASE("max, min and integer sums over ranks are exact") {
   CHECK(low[0] == 10 - (world - 1));
 }
 
-TEST_CASE("broadcast gives every rank the root's tensor and bytes") {
+TEST_CASE("dist: broadcast gives every rank the root's tensor and bytes") {
   for (int root = 0; root < comm().world_size(); ++root) {
     const Tensor t =
         full({3, 5}, comm().rank() * 10.0 + 1.0, {.dtype = DType::f64, .device = comm().device()});
@@ -113,7 +113,7 @@ TEST_CASE("broadcast gives every rank the root's tensor and bytes") {
   }
 }
 
-TEST_CASE("allgather stacks every rank's tensor and texts of any length in rank order") {
+TEST_CASE("dist: allgather stacks every rank's tensor and texts of any length in rank order") {
   const int r = comm().rank(), world = comm().world_size();
   const Tensor mine = full({2, 2}, static_cast<double>(r), {.device = comm().device()});
   const Tensor all = comm().allgather(mine);
@@ -127,7 +127,7 @@ TEST_CASE("allgather stacks every rank's tensor and texts of any length in rank 
           std::string(static_cast<std::size_t>(p * 5), 'a' + p));
 }
 
-TEST_CASE("check_same passes equal texts and names the first rank that differs") {
+TEST_CASE("dist: check_same passes equal texts and names the first rank that differs") {
   comm().check_same("config", "d_model 16\nlr 0.001\n");
   const std::string mine = comm().rank() == 1 ? "d_model 16\nlr 0.002\n" : "d_model 16\nlr 0.001\n";
   CHECK_THROWS_WITH(comm().check_same("config", mine),
@@ -136,7 +136,7 @@ TEST_CASE("check_same passes equal texts and names the first rank that differs")
   comm().barrier();  // the communicator still works after the error
 }
 
-TEST_CASE("collectives bump the version counter of the tensors they write") {
+TEST_CASE("dist: collectives bump the version counter of the tensors they write") {
   const Tensor t = ones({4}, {.device = comm().device()});
   const std::uint64_t before = t.version();
   comm().allreduce(t);

@@ -112,11 +112,11 @@ void check_one_step(std::int64_t n, std::int64_t bucket_bytes) {
 
 }  // namespace
 
-TEST_CASE("N ranks' synced gradients are one process's --grad-accum N, bit for bit") {
+TEST_CASE("dist: N ranks' synced gradients are one process's --grad-accum N, bit for bit") {
   check_one_step(testing::ranks_comm().world_size(), std::int64_t{25} << 20);
 }
 
-TEST_CASE("gradient buckets smaller than a parameter give the same bits") {
+TEST_CASE("dist: gradient buckets smaller than a parameter give the same bits") {
   dist::Communicator& comm = testing::ranks_comm();
   auto model = fresh_model();
   const std::vector<Tensor> params = parameters_of(*model);
@@ -124,7 +124,7 @@ TEST_CASE("gradient buckets smaller than a parameter give the same bits") {
   check_one_step(comm.world_size(), 1024);
 }
 
-TEST_CASE("a short last step, with fewer micro-batches than ranks, matches one process") {
+TEST_CASE("dist: a short last step, with fewer micro-batches than ranks, matches one process") {
   // Ranks n.. have no micro-batch: they add nothing (-0.0), and the loss scale is 1/n.
   const int world = testing::ranks_comm().world_size();
   check_one_step(world - 1, std::int64_t{25} << 20);

@@ -31,7 +31,7 @@ bool skip_without_mpi() {
 
 }  // namespace
 
-TEST_CASE("mpi faults: a healthy 3-rank job ends with status 0") {
+TEST_CASE("dist: mpi faults: a healthy 3-rank job ends with status 0") {
   if (skip_without_mpi()) return;
   const Finished job = run_job("ok", 20);
   INFO(job.output);
@@ -40,7 +40,7 @@ TEST_CASE("mpi faults: a healthy 3-rank job ends with status 0") {
     CHECK_THAT(job.output, Contains(line));
 }
 
-TEST_CASE("mpi faults: a rank whose program ends early is named at once") {
+TEST_CASE("dist: mpi faults: a rank whose program ends early is named at once") {
   if (skip_without_mpi()) return;
   const Finished job = run_job("exit", 20);
   INFO(job.output);
@@ -49,7 +49,7 @@ TEST_CASE("mpi faults: a rank whose program ends early is named at once") {
   CHECK(job.seconds < 15);
 }
 
-TEST_CASE("mpi faults: a rank that fails with an error ends the job with its message") {
+TEST_CASE("dist: mpi faults: a rank that fails with an error ends the job with its message") {
   if (skip_without_mpi()) return;
   const Finished job = run_job("error", 20);
   INFO(job.output);
@@ -58,7 +58,7 @@ TEST_CASE("mpi faults: a rank that fails with an error ends the job with its mes
   CHECK(job.seconds < 15);
 }
 
-TEST_CASE("mpi faults: a rank killed by a signal ends the job, and mpirun names it") {
+TEST_CASE("dist: mpi faults: a rank killed by a signal ends the job, and mpirun names it") {
   if (skip_without_mpi()) return;
   const Finished job = run_job("kill", 20);
   INFO(job.output);
@@ -67,7 +67,7 @@ TEST_CASE("mpi faults: a rank killed by a signal ends the job, and mpirun names 
   CHECK(job.seconds < 15);
 }
 
-TEST_CASE("mpi faults: a rank that hangs is named within the timeout and the roll call") {
+TEST_CASE("dist: mpi faults: a rank that hangs is named within the timeout and the roll call") {
   if (skip_without_mpi()) return;
   const Finished job = run_job("hang", 2);
   INFO(job.output);
@@ -76,7 +76,7 @@ TEST_CASE("mpi faults: a rank that hangs is named within the timeout and the rol
   CHECK(job.seconds < 15);  // 2 s timeout + 2 s roll call + start-up, not the 60 s sleep
 }
 
-TEST_CASE("mpi faults: ranks started with different flags are a clear error") {
+TEST_CASE("dist: mpi faults: ranks started with different flags are a clear error") {
   if (skip_without_mpi()) return;
   const Finished job = run_job("flags", 20);
   INFO(job.output);

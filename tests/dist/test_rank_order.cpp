@@ -13,7 +13,7 @@ using namespace kiln;
 using kiln::dist::Share;
 using kiln::dist::share_of;
 
-TEST_CASE("shares tile the elements in rank order, sizes differing by at most one") {
+TEST_CASE("dist: shares tile the elements in rank order, sizes differing by at most one") {
   for (std::int64_t n : {0, 1, 2, 5, 7, 64, 1000, 100003}) {
     for (int world : {1, 2, 3, 4, 7, 8}) {
       std::int64_t next = 0, smallest = n, largest = 0;
@@ -30,7 +30,7 @@ TEST_CASE("shares tile the elements in rank order, sizes differing by at most on
   }
 }
 
-TEST_CASE("the in-order sum is ((x_0 + x_1) + x_2) + ... bit for bit, also in place") {
+TEST_CASE("dist: the in-order sum is ((x_0 + x_1) + x_2) + ... bit for bit, also in place") {
   const std::int64_t n = 10007;
   for (int world : {1, 2, 3, 5}) {
     std::vector<std::vector<float>> x;
@@ -47,7 +47,7 @@ TEST_CASE("the in-order sum is ((x_0 + x_1) + x_2) + ... bit for bit, also in pl
   }
 }
 
-TEST_CASE("the test values make the order visible: a reversed sum of 3 differs") {
+TEST_CASE("dist: the test values make the order visible: a reversed sum of 3 differs") {
   const std::int64_t n = 10007;
   const std::vector<float> forward = testing::sum_over_ranks<float>(3, n);
   const std::vector<float> reverse = testing::sum_over_ranks<float>(3, n, true);
@@ -56,7 +56,8 @@ TEST_CASE("the test values make the order visible: a reversed sum of 3 differs")
   CHECK(differ > n / 20);
 }
 
-TEST_CASE("the in-order sum of micro-batch gradients is what backward accumulates into .grad") {
+TEST_CASE(
+    "dist: the in-order sum of micro-batch gradients is what backward accumulates into .grad") {
   // One process with 3 micro-batches: .grad = g_0, then += g_1, += g_2 (AccumulateGrad).
   manual_seed(11);
   const Tensor w = randn({37, 29}).requires_grad_();

@@ -50,7 +50,7 @@ ScopedEnv alone() {
 
 }  // namespace
 
-TEST_CASE("a process started alone gets the single-process communicator") {
+TEST_CASE("dist: a process started alone gets the single-process communicator") {
   const ScopedEnv env = alone();
   const auto comm = dist::make_communicator();
   CHECK(comm->backend() == "single");
@@ -60,7 +60,7 @@ TEST_CASE("a process started alone gets the single-process communicator") {
   CHECK(comm->describe() == "single rank 0 of 1");
 }
 
-TEST_CASE("single-process collectives leave the values as they are") {
+TEST_CASE("dist: single-process collectives leave the values as they are") {
   const ScopedEnv env = alone();
   const auto comm = dist::make_communicator();
   const Tensor t = arange(6, {.dtype = DType::f32}).reshape({2, 3});
@@ -80,7 +80,7 @@ TEST_CASE("single-process collectives leave the values as they are") {
   comm->barrier();
 }
 
-TEST_CASE("collectives reject bad arguments, naming the operation") {
+TEST_CASE("dist: collectives reject bad arguments, naming the operation") {
   const ScopedEnv env = alone();
   const auto comm = dist::make_communicator();
   const Tensor t = zeros({4, 3});
@@ -94,7 +94,7 @@ TEST_CASE("collectives reject bad arguments, naming the operation") {
   comm->broadcast(w, 0);
 }
 
-TEST_CASE("launch detection reads mpirun's and torchrun's variables") {
+TEST_CASE("dist: launch detection reads mpirun's and torchrun's variables") {
   {
     const ScopedEnv env = alone();
     CHECK(dist::detect_launch().kind == dist::Launch::Kind::single);
@@ -117,7 +117,7 @@ TEST_CASE("launch detection reads mpirun's and torchrun's variables") {
   }
 }
 
-TEST_CASE("malformed launch variables are errors naming the variable") {
+TEST_CASE("dist: malformed launch variables are errors naming the variable") {
   ScopedEnv base = alone();
   {
     const ScopedEnv env{{"RANK", "one"}, {"WORLD_SIZE", "2"}};
@@ -134,7 +134,7 @@ TEST_CASE("malformed launch variables are errors naming the variable") {
   }
 }
 
-TEST_CASE("the backend choice is explained when it cannot be honoured") {
+TEST_CASE("dist: the backend choice is explained when it cannot be honoured") {
   ScopedEnv base = alone();
   CHECK_THROWS_WITH(dist::make_communicator({.backend = "gloo"}),
                     Contains("unknown backend 'gloo'"));
@@ -153,7 +153,7 @@ TEST_CASE("the backend choice is explained when it cannot be honoured") {
     CHECK_THROWS_WITH(dist::make_communicator({.backend = "mpi"}), Contains("-DKILN_MPI=ON"));
 }
 
-TEST_CASE("the collective timeout comes from KILN_DIST_TIMEOUT, else 300 s") {
+TEST_CASE("dist: the collective timeout comes from KILN_DIST_TIMEOUT, else 300 s") {
   {
     const ScopedEnv env{{"KILN_DIST_TIMEOUT", nullptr}};
     CHECK(dist::default_timeout_s() == 300.0);

@@ -41,7 +41,8 @@ void check_survivors(const std::vector<Finished>& ranks, const std::string& why,
 
 }  // namespace
 
-TEST_CASE("TCP start-up gives every rank rank 0's payload, and the shutdown meets everyone") {
+TEST_CASE(
+    "dist: tcp: start-up gives every rank rank 0's payload, and the shutdown meets everyone") {
   const std::vector<Finished> ranks = run_workers("ok", 20);
   for (int r = 0; r < 3; ++r) {
     INFO("rank " << r << ":\n" << ranks[r].output);
@@ -52,31 +53,31 @@ TEST_CASE("TCP start-up gives every rank rank 0's payload, and the shutdown meet
   }
 }
 
-TEST_CASE("a rank whose process ends is named at once by the ranks waiting for it") {
+TEST_CASE("dist: tcp: a rank whose process ends is named at once by the ranks waiting for it") {
   const std::vector<Finished> ranks = run_workers("exit", 20);
   check_survivors(ranks, "allreduce (collective #1): the connection to rank 1 closed", 10);
 }
 
-TEST_CASE("a rank that hangs is named by a roll call after the timeout") {
+TEST_CASE("dist: tcp: a rank that hangs is named by a roll call after the timeout") {
   const std::vector<Finished> ranks = run_workers("hang", 1, 8);
   // Within the timeout (1 s) plus the roll call (at most the timeout) plus start-up.
   check_survivors(ranks, "rank 1 did not join it and did not answer a roll call", 8);
   CHECK(ranks[1].status == -9);  // still asleep: killed by the test
 }
 
-TEST_CASE("a rank that shuts down while the others wait is named at once") {
+TEST_CASE("dist: tcp: a rank that shuts down while the others wait is named at once") {
   const std::vector<Finished> ranks = run_workers("leave", 20);
   check_survivors(ranks, "rank 1 left the job after 0 collectives", 10);
 }
 
-TEST_CASE("ranks in different collectives are told apart by the roll call") {
+TEST_CASE("dist: tcp: ranks in different collectives are told apart by the roll call") {
   const std::vector<Finished> ranks = run_workers("diverge", 1);
   check_survivors(ranks, "rank 1 waits in broadcast (collective #1) instead", 8);
   CHECK_THAT(ranks[1].output, Contains("rank 0 waits in allreduce (collective #1) instead") ||
                                   Contains("stopped because of this rank"));
 }
 
-TEST_CASE("TCP start-up refuses ranks that disagree on the world size") {
+TEST_CASE("dist: tcp: start-up refuses ranks that disagree on the world size") {
   const std::vector<Finished> ranks = run_workers("ok", 5, 30, 2);
   INFO("rank 0:\n" << ranks[0].output);
   CHECK(ranks[0].status == 1);
