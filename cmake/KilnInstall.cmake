@@ -11,6 +11,9 @@ foreach(dir core nn optim data lm)
   install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/${dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "cuda" EXCLUDE PATTERN "cpu" EXCLUDE)
 endforeach()
+# dist/'s public headers; the rest of dist/ (backends, watchdog, start-up) is internal.
+install(FILES dist/communicator.h dist/gradient_sync.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/dist)
 install(EXPORT kilnTargets NAMESPACE kiln:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
 configure_package_config_file(cmake/kilnConfig.cmake.in ${PROJECT_BINARY_DIR}/kilnConfig.cmake
                               INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
