@@ -19,6 +19,7 @@
 // boundary and exit 0. The training itself is lm::Trainer's; this file is the program around it.
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -31,6 +32,7 @@
 #include "core/build_info.h"
 #include "core/output_file.h"
 #include "core/threads.h"
+#include "dist/communicator.h"
 #include "examples/common/loss_curve.h"
 #include "examples/common/program.h"
 #include "examples/common/progress.h"
@@ -71,6 +73,10 @@ int train(int argc, char** argv) {
     check_output_file(curve_path(o.save), "--save (its loss curve)");
   }
   const Device device = device_from_flag(o.device);
+  // One rank alone, or the ranks of mpirun (or torchrun-style variables); rank 0 prints.
+  const std::unique_ptr<dist::Communicator> comm = dist::make_communicator({.device = device});
+  if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
+    fail("rank {}: cannot silence its stdout", comm->rank());
   const int saved_threads = resumed ? lm::read_train_state(*resumed).threads : 0;
   const int threads = resumed && !given("--threads") ? saved_threads
                       : o.threads > 0                ? o.threads
@@ -96,6 +102,7 @@ int train(int argc, char** argv) {
   const auto optimizer = make_optimizer(*model, o);
   lm::TrainerOptions options = trainer_options(o, device, threads);
   options.stop_requested = [] { return stop_signal() != 0; };
+  options.communicator = comm.get();
   lm::Trainer trainer(*model, *optimizer, corpus, std::move(options));
   ProgressLog log(isatty(STDOUT_FILENO) == 1, trainer.total_steps(), o.time_budget);
   trainer.add_observer(log);
@@ -126,25 +133,7 @@ int train(int argc, char** argv) {
   } else {
     trainer.finish();  // a stop request: saves the state and evaluates nothing
   }
-  if (!result) {
-    fmt::print(
-        "interrupted by {} at step {}: {}\n", signal_name(stop_signal()), trainer.state().step,
-        o.save.empty()
-            ? std::string("nothing saved (no --save)")
-            : fmt::format("saved the state to {} (continue with --resume {})", o.save, o.save));
-  } else if (o.eval_every > 0) {
-    fmt::print(
-        "final perplexities from the weights of step {} (valid {}, test {:.1f}s):\n", result->step,
-        result->validated_here ? "as validated" : fmt::format("{:.1f}s", result->valid.seconds),
-        result->test.seconds);
-    fmt::print("valid ppl {}\n", lm::format_ppl(result->valid.loss));
-    fmt::print("test ppl {}\n", lm::format_ppl(result->test.loss));
-  }
-  fmt::print("RESULT train_tokens_per_sec {:.1f} steps {} seconds {:.1f}\n",
-             trainer.train_seconds() > 0
-                 ? static_cast<double>(trainer.run_tokens()) / trainer.train_seconds()
-                 : 0.0,
-             trainer.state().step, trainer.train_seconds());
+  print_result(trainer, result, signal_name(stop_signal()));
   return 0;
 }
 

@@ -28,8 +28,7 @@ class Entries {
   const std::string& text(const std::string& key) const {
     const auto it = ckpt_.metadata.find(key);
     KILN_CHECK(it != ckpt_.metadata.end(),
-               "checkpoint {}: metadata has no '{}' (not a training checkpoint?)", ckpt_.path,
-               key);
+               "checkpoint {}: metadata has no '{}' (not a training checkpoint?)", ckpt_.path, key);
     return it->second;
   }
   json object(const std::string& key) const {
@@ -97,6 +96,7 @@ void save_training_checkpoint(const std::string& path, const nn::LanguageModel& 
                               const TrainState& s, const Metadata& settings) {
   Metadata m = provenance(s.step, s.threads, settings);
   m["decay_steps"] = std::to_string(s.decay_steps);
+  m["world_size"] = std::to_string(s.world_size);
   m["rng"] = json{{"dropout", {{"seed", s.dropout_seed}, {"offset", s.dropout_offset}}}}.dump();
   m["data_position"] = json{
       {"epoch", s.position.epoch},
@@ -124,6 +124,7 @@ TrainState read_train_state(const Checkpoint& ckpt) {
   s.step = e.integer<std::int64_t>("step");
   s.decay_steps = e.integer<std::int64_t>("decay_steps");
   s.threads = e.integer<int>("threads");
+  s.world_size = ckpt.metadata.count("world_size") ? e.integer<int>("world_size") : 1;
   const json rng = e.object("rng");
   KILN_CHECK(rng.contains("dropout"), "checkpoint {}: metadata 'rng' has no 'dropout'", ckpt.path);
   s.dropout_seed = e.field<std::uint64_t>(rng["dropout"], "rng", "seed");
@@ -155,6 +156,8 @@ TrainState read_train_state(const Checkpoint& ckpt) {
   KILN_CHECK(s.threads >= 1 && s.threads <= kMaxThreads,
              "checkpoint {}: metadata 'threads' is {}, not a thread count in [1, {}]", ckpt.path,
              s.threads, kMaxThreads);
+  KILN_CHECK(s.world_size >= 1, "checkpoint {}: metadata 'world_size' is {}, not a rank count",
+             ckpt.path, s.world_size);
   KILN_CHECK(s.best_step >= -1 && s.best_step <= s.step,
              "checkpoint {}: the best step {} is not a step of the run (0 to {}, or -1)", ckpt.path,
              s.best_step, s.step);

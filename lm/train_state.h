@@ -9,7 +9,8 @@
 //   rng             {"dropout": {"seed": S, "offset": O}}: the dropout generator's state
 //   data_position   {"epoch": e, "index": i, "windows": W, "shuffle_seed": s}: the next step
 //                   starts at window i of epoch e's order (W windows per epoch, to check the data)
-//   threads         CPU threads of the run
+//   threads         CPU threads of the run (of each rank)
+//   world_size      data-parallel ranks of the run (absent: 1)
 //   git             the commit kiln was built from
 //   train           the program's saved settings (train_lm: examples/common/options.h)
 //   config          a TransformerLM's config (lm/transformer_checkpoint.h)
@@ -49,6 +50,7 @@ struct TrainState {
   std::uint64_t shuffle_seed = 0;
   std::uint64_t dropout_seed = 0, dropout_offset = 0;
   int threads = 0;
+  int world_size = 1;  // data-parallel ranks (lm/trainer.h)
   ScheduleState schedule;
   std::int64_t best_step = -1;  // the step of the best validation; −1: none yet
   double elapsed_s = 0.0;       // training and validation seconds, over every run so far

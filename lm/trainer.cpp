@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/autograd.h"
+#include "core/build_info.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduction.h"
 #include "optim/clip.h"
@@ -101,15 +102,28 @@ Trainer::Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Corpus& c
       batches_(corpus.train().ids, options_.batch_size, options_.seq_len),
       best_path_(options_.save.empty() ? "" : best_checkpoint_path(options_.save)),
       best_loss_(std::numeric_limits<double>::infinity()) {
-  KILN_CHECK(options_.grad_accum >= 1 && options_.grad_accum <= windows(),
-             "--grad-accum {} exceeds the {} windows of an epoch (a step never spans epochs)",
-             options_.grad_accum, windows());
+  if (options_.communicator != nullptr) {
+    rank_ = options_.communicator->rank();
+    world_ = options_.communicator->world_size();
+  }
+  // grad_accum · world_ <= windows, without overflowing the product.
+  KILN_CHECK(options_.grad_accum >= 1 && options_.grad_accum <= windows() / world_,
+             "--grad-accum {}{} exceeds the {} windows of an epoch (a step never spans epochs)",
+             options_.grad_accum, world_ > 1 ? fmt::format(" on {} ranks", world_) : "", windows());
+  if (world_ > 1) {
+    // Ranks started with other settings, another model or another build would train apart.
+    std::string run = model_.config_json() + "\n" + build_info().git;
+    for (const auto& [key, value] : options_.settings) run += "\n" + key + " " + value;
+    options_.communicator->check_same("the run's settings", run);
+    sync_ = std::make_unique<dist::GradientSync>(*options_.communicator, optimizer_.parameters());
+  }
   state_.decay_steps = options_.decay_steps > 0 ? options_.decay_steps
                        : options_.epochs > 0    ? options_.epochs * steps_per_epoch()
                                                 : options_.steps;
   state_.windows = windows();
   state_.shuffle_seed = options_.seed;
   state_.threads = options_.threads;
+  state_.world_size = world_;
   model_.dropout_generator().set_state(options_.seed ^ kDropoutSeedTag, 0);
   order_ = batches_.epoch_order(state_.shuffle_seed, state_.position.epoch, options_.shuffle);
   probe_batch_ = batches_.window(0, options_.device);
@@ -133,6 +147,12 @@ void Trainer::resume(const Checkpoint& resumed) {
     state_.decay_steps = decay_steps;
   }
   state_.threads = options_.threads;
+  if (state_.world_size != world_)
+    message(fmt::format(
+        "warning: {} was trained with {} rank(s) and this run has {}: a step now takes {} "
+        "windows, and the run differs from an uninterrupted one",
+        resumed.path, state_.world_size, world_, options_.grad_accum * world_));
+  state_.world_size = world_;
   optimizer_.load_state_dict(read_optimizer_state(resumed, optimizer_.name()));
   schedule().load_state(state_.schedule);
   order_ = batches_.epoch_order(state_.shuffle_seed, state_.position.epoch, options_.shuffle);
@@ -205,21 +225,68 @@ void Trainer::message(const std::string& text) const {
 
 double Trainer::elapsed() const { return elapsed_before_ + train_seconds_ + valid_seconds_; }
 
+bool Trainer::stop_agreed() const {
+  if (world_ == 1) return stop_requested();
+  std::int64_t stop = stop_requested() ? 1 : 0;
+  options_.communicator->allreduce(std::span<std::int64_t>(&stop, 1), dist::ReduceOp::max);
+  return stop != 0;
+}
+
+std::uint64_t Trainer::dropout_draws(const Batch& window) {
+  const std::int64_t length = window.inputs.size(1);
+  const auto it = draws_by_length_.find(length);
+  if (it != draws_by_length_.end()) return it->second;
+  // A forward pass without autograd reserves what the training pass will (the masks depend on
+  // the shapes only); the generator is put back.
+  Generator& gen = model_.dropout_generator();
+  const std::uint64_t seed = gen.seed(), offset = gen.offset();
+  {
+    NoGradGuard no_grad;
+    model_.loss(window.inputs, window.targets);
+  }
+  const std::uint64_t draws = gen.offset() - offset;
+  gen.set_state(seed, offset);
+  draws_by_length_.emplace(length, draws);
+  return draws;
+}
+
 StepRecord Trainer::step() {
   const auto start = Clock::now();
   const double lr = schedule().lr(state_.step, state_.decay_steps);
   optimizer_.set_lr(lr);
   optimizer_.zero_grad();
-  const std::int64_t n = std::min(options_.grad_accum, windows() - state_.position.index);
-  double loss_sum = 0.0;
+  // The step's n windows; this rank runs [first, last) of them.
+  const std::int64_t n = std::min(options_.grad_accum * world_, windows() - state_.position.index);
+  const std::int64_t first = std::min(n, rank_ * options_.grad_accum);
+  const std::int64_t last = std::min(n, first + options_.grad_accum);
+  const auto window = [&](std::int64_t i) {
+    return batches_.window(order_[state_.position.index + i], options_.device);
+  };
+  // With several ranks, where each window's dropout draws start in one process's order.
+  Generator& gen = model_.dropout_generator();
+  std::vector<std::uint64_t> draws_start(n + 1, gen.offset());
+  if (world_ > 1)
+    for (std::int64_t i = 0; i < n; ++i)
+      draws_start[i + 1] = draws_start[i] + dropout_draws(window(i));
+  std::vector<double> losses(n, 0.0);  // each rank fills its own windows'
   std::int64_t tokens = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Batch batch = batches_.window(order_[state_.position.index + i], options_.device);
+  for (std::int64_t i = first; i < last; ++i) {
+    if (world_ > 1) gen.set_state(gen.seed(), draws_start[i]);
+    const Batch batch = window(i);
     const Tensor loss = model_.loss(batch.inputs, batch.targets);
     (n == 1 ? loss : loss * (1.0 / static_cast<double>(n))).backward();
-    loss_sum += loss.item<double>();
-    tokens += batch.targets.numel();
+    losses[i] = loss.item<double>();
   }
+  for (std::int64_t i = 0; i < n; ++i)
+    tokens += batches_.batch_size() * batches_.window_length(order_[state_.position.index + i]);
+  if (world_ > 1) {
+    gen.set_state(gen.seed(), draws_start[n]);
+    // Every window's loss has one non-zero contributor: the sum is that loss exactly.
+    options_.communicator->allreduce(std::span<double>(losses));
+    sync_->allreduce(last > first);
+  }
+  double loss_sum = 0.0;
+  for (const double window_loss : losses) loss_sum += window_loss;
   const double loss = loss_sum / static_cast<double>(n);
   const double norm = grad_norm(optimizer_.parameters());
   const bool finite = std::isfinite(loss) && std::isfinite(norm);
@@ -282,10 +349,12 @@ StepRecord Trainer::step() {
 }
 
 std::optional<ValidationRecord> Trainer::validate() {
-  const EvalResult r = evaluate(model_, corpus_.valid().ids,
-                                {.batch_size = options_.eval_batch_size,
-                                 .seq_len = options_.seq_len,
-                                 .cancelled = options_.stop_requested});
+  // Several ranks validate alike and never cut one short: they agree on stopping at steps.
+  const EvalResult r =
+      evaluate(model_, corpus_.valid().ids,
+               {.batch_size = options_.eval_batch_size,
+                .seq_len = options_.seq_len,
+                .cancelled = world_ == 1 ? options_.stop_requested : std::function<bool()>()});
   valid_seconds_ += r.seconds;
   if (!r.complete) return std::nullopt;
   last_eval_step_ = state_.step;
@@ -309,6 +378,8 @@ std::optional<ValidationRecord> Trainer::validate() {
 }
 
 void Trainer::save_best(std::int64_t step, double loss) {
+  best_written_ = true;
+  if (rank_ != 0) return;
   if (best_validated_here_ && state_.best_step == step) {
     save_best_weights(best_path_, model_, corpus_.vocabulary(), step, loss, options_.threads,
                       options_.settings);
@@ -320,7 +391,6 @@ void Trainer::save_best(std::int64_t step, double loss) {
                       options_.settings);
     model_.load_state_dict(current);
   }
-  best_written_ = true;
 }
 
 void Trainer::save() {
@@ -336,20 +406,21 @@ void Trainer::save() {
   state_.dropout_offset = model_.dropout_generator().offset();
   state_.schedule = schedule().state();
   state_.elapsed_s = elapsed();
-  save_training_checkpoint(options_.save, model_, corpus_.vocabulary(), optimizer_, state_,
-                           options_.settings);
+  if (rank_ == 0)
+    save_training_checkpoint(options_.save, model_, corpus_.vocabulary(), optimizer_, state_,
+                             options_.settings);
 }
 
 StopReason Trainer::train() {
   schedule();  // a schedule without a length is an error before the first step
-  while (!stop_requested()) {
+  while (!stop_agreed()) {
     if (options_.steps > 0 && state_.step >= options_.steps) return StopReason::steps;
     if (options_.epochs > 0 && state_.position.epoch >= options_.epochs) return StopReason::epochs;
     if (options_.time_budget > 0 && train_seconds_ >= options_.time_budget)
       return StopReason::time_budget;
     step();
     if (options_.eval_every > 0 && state_.step % options_.eval_every == 0 && !validate()) break;
-    if (options_.save_every > 0 && state_.step % options_.save_every == 0 && !stop_requested()) {
+    if (options_.save_every > 0 && state_.step % options_.save_every == 0 && !stop_agreed()) {
       save();
       notify([&](TrainObserver& o) { o.on_save(*this, false); });
     }
@@ -362,7 +433,7 @@ std::optional<FinalResult> Trainer::finish() {
     if (!options_.save.empty()) save();
     return std::nullopt;
   };
-  if (stop_requested()) return interrupted();
+  if (stop_agreed()) return interrupted();
   if (options_.eval_every > 0 && last_eval_step_ != state_.step && !validate())
     return interrupted();
   if (!options_.save.empty()) {
@@ -373,9 +444,10 @@ std::optional<FinalResult> Trainer::finish() {
   if (options_.eval_every == 0) return FinalResult{.step = state_.step};
   // The best weights, evaluated in the model itself (it is done training).
   if (!best_.empty()) model_.load_state_dict(best_);
-  const EvalOptions eval{.batch_size = options_.eval_batch_size,
-                         .seq_len = options_.seq_len,
-                         .cancelled = options_.stop_requested};
+  const EvalOptions eval{
+      .batch_size = options_.eval_batch_size,
+      .seq_len = options_.seq_len,
+      .cancelled = world_ == 1 ? options_.stop_requested : std::function<bool()>()};
   FinalResult result{.step = best_.empty() ? state_.step : state_.best_step};
   // Weights validated in this process need no second pass: the same function on the same
   // weights with the same threads gives the same bits.

@@ -26,8 +26,13 @@
 #include <string>
 #include <vector>
 
+#include <map>
+#include <memory>
+
 #include "data/batches.h"
 #include "data/corpus.h"
+#include "dist/communicator.h"
+#include "dist/gradient_sync.h"
 #include "lm/checkpoint.h"
 #include "lm/evaluate.h"
 #include "lm/train_state.h"
@@ -70,7 +75,18 @@ struct TrainerOptions {
   int threads = 1;  // recorded in checkpoints (a different count changes the last bits)
   // Polled between steps and evaluation windows: true asks the trainer to stop (a signal).
   std::function<bool()> stop_requested = {};
+  // Data parallelism over the communicator's ranks (nullptr: one process); see below.
+  dist::Communicator* communicator = nullptr;
 };
+
+// Data parallelism. With W ranks a step takes grad_accum · W windows of the epoch (the global
+// batch); rank r runs windows [r · grad_accum, (r + 1) · grad_accum) of them, its dropout stream
+// positioned where one process running the windows in order would have it, and the gradients
+// are summed in rank order (dist::GradientSync), so that W ranks with grad_accum 1 train bit for
+// bit like one process with grad_accum W (docs/distributed.md). The losses, the gradient norm
+// and the update are the same on every rank; stop requests are agreed on at step boundaries (a
+// validation is then not cut short); rank 0 writes the checkpoints, which hold the one data
+// position and dropout state every rank shares.
 
 // One finished step, as the log shows it.
 struct StepRecord {
@@ -159,7 +175,10 @@ class Trainer {
   std::int64_t skipped() const { return skipped_; }        // non-finite steps skipped here
   double train_seconds() const { return train_seconds_; }
   std::int64_t run_tokens() const { return run_tokens_; }
+  // This process's request to stop; with several ranks train() and finish() act on any rank's.
   bool stop_requested() const { return options_.stop_requested && options_.stop_requested(); }
+  int rank() const { return rank_; }
+  int world_size() const { return world_; }
   // PATH.best of options.save ("" without save), and whether best weights exist.
   const std::string& best_path() const { return best_path_; }
   bool has_best() const { return !best_.empty(); }
@@ -171,6 +190,10 @@ class Trainer {
   void find_resumed_best(const Checkpoint& resumed);
   void save_best(std::int64_t step, double loss);
   Schedule& schedule();
+  // Whether any rank asked to stop (a collective with several ranks).
+  bool stop_agreed() const;
+  // The dropout counters a forward pass over a window of this length reserves (several ranks).
+  std::uint64_t dropout_draws(const Batch& window);
 
   nn::LanguageModel& model_;
   Optimizer& optimizer_;
@@ -182,6 +205,9 @@ class Trainer {
   std::vector<std::int64_t> order_;  // the current epoch's windows
   std::vector<TrainObserver*> observers_;
   Batch probe_batch_;  // the first window: a finite-loss check before every save
+  int rank_ = 0, world_ = 1;
+  std::unique_ptr<dist::GradientSync> sync_;
+  std::map<std::int64_t, std::uint64_t> draws_by_length_;
 
   // The best-by-validation weights, on the CPU; in best_path_ when best_written_.
   std::string best_path_;

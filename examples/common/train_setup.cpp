@@ -139,6 +139,9 @@ void print_training(const lm::Trainer& trainer, const TrainOptions& o, std::stri
       optimizer, o.lr, o.schedule, o.warmup, state.decay_steps, o.batch_size, o.seq_len,
       o.grad_accum, trainer.steps_per_epoch(), o.clip, trainer.options().device, o.steps, o.epochs,
       o.time_budget);
+  if (trainer.world_size() > 1)
+    fmt::print("data parallel: {} ranks, each {} of the step's {} windows\n", trainer.world_size(),
+               o.grad_accum, o.grad_accum * trainer.world_size());
   if (!resumed_path.empty())
     fmt::print("resumed from {} at step {} (epoch {}, window {} of {})\n", resumed_path, state.step,
                state.position.epoch + 1, state.position.index, trainer.windows());
@@ -155,6 +158,29 @@ void print_stop(const lm::Trainer& trainer, lm::StopReason reason) {
           static_cast<double>(state.position.index) / static_cast<double>(trainer.windows()),
       state.step - trainer.first_step(),
       trainer.skipped() > 0 ? fmt::format(", {} skipped as non-finite", trainer.skipped()) : "");
+}
+
+void print_result(const lm::Trainer& trainer, const std::optional<lm::FinalResult>& result,
+                  std::string_view signal) {
+  const lm::TrainerOptions& o = trainer.options();
+  if (!result) {
+    fmt::print("interrupted by {} at step {}: {}\n", signal, trainer.state().step,
+               o.save.empty() ? std::string("nothing saved (no --save)")
+                              : fmt::format("saved the state to {} (continue with --resume {})",
+                                            o.save, o.save));
+  } else if (o.eval_every > 0) {
+    fmt::print(
+        "final perplexities from the weights of step {} (valid {}, test {:.1f}s):\n", result->step,
+        result->validated_here ? "as validated" : fmt::format("{:.1f}s", result->valid.seconds),
+        result->test.seconds);
+    fmt::print("valid ppl {}\n", lm::format_ppl(result->valid.loss));
+    fmt::print("test ppl {}\n", lm::format_ppl(result->test.loss));
+  }
+  fmt::print("RESULT train_tokens_per_sec {:.1f} steps {} seconds {:.1f}\n",
+             trainer.train_seconds() > 0
+                 ? static_cast<double>(trainer.run_tokens()) / trainer.train_seconds()
+                 : 0.0,
+             trainer.state().step, trainer.train_seconds());
 }
 
 }  // namespace kiln
