@@ -232,10 +232,11 @@ bool Trainer::stop_agreed() const {
   return stop != 0;
 }
 
-std::uint64_t Trainer::dropout_draws(const Batch& window) {
-  const std::int64_t length = window.inputs.size(1);
+std::uint64_t Trainer::dropout_draws(std::int64_t k) {
+  const std::int64_t length = batches_.window_length(k);
   const auto it = draws_by_length_.find(length);
   if (it != draws_by_length_.end()) return it->second;
+  const Batch window = batches_.window(k, options_.device);
   // A forward pass without autograd reserves what the training pass will (the masks depend on
   // the shapes only); the generator is put back.
   Generator& gen = model_.dropout_generator();
@@ -267,7 +268,7 @@ StepRecord Trainer::step() {
   std::vector<std::uint64_t> draws_start(n + 1, gen.offset());
   if (world_ > 1)
     for (std::int64_t i = 0; i < n; ++i)
-      draws_start[i + 1] = draws_start[i] + dropout_draws(window(i));
+      draws_start[i + 1] = draws_start[i] + dropout_draws(order_[state_.position.index + i]);
   std::vector<double> losses(n, 0.0);  // each rank fills its own windows'
   std::int64_t tokens = 0;
   for (std::int64_t i = first; i < last; ++i) {

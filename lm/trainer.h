@@ -22,12 +22,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <map>
-#include <memory>
 
 #include "data/batches.h"
 #include "data/corpus.h"
@@ -192,8 +191,8 @@ class Trainer {
   Schedule& schedule();
   // Whether any rank asked to stop (a collective with several ranks).
   bool stop_agreed() const;
-  // The dropout counters a forward pass over a window of this length reserves (several ranks).
-  std::uint64_t dropout_draws(const Batch& window);
+  // The dropout counters a forward pass over window k (of the epoch) reserves (several ranks).
+  std::uint64_t dropout_draws(std::int64_t k);
 
   nn::LanguageModel& model_;
   Optimizer& optimizer_;
