@@ -127,7 +127,8 @@ int Child::wait(std::string* rest) {
   return decode_status(status);
 }
 
-void check_same_tensors(const SafetensorsFile& a, const SafetensorsFile& b) {
+void check_tensor_pairs(const SafetensorsFile& a, const SafetensorsFile& b,
+                        const std::function<void(const Tensor&, const Tensor&)>& same_values) {
   REQUIRE(a.tensors.size() == b.tensors.size());
   for (std::size_t i = 0; i < a.tensors.size(); ++i) {
     const auto& [name, x] = a.tensors[i];
@@ -136,8 +137,14 @@ void check_same_tensors(const SafetensorsFile& a, const SafetensorsFile& b) {
     REQUIRE(name == name_b);
     REQUIRE(x.dtype() == y.dtype());
     REQUIRE(x.shape() == y.shape());
-    CHECK(std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0);
+    same_values(x, y);
   }
+}
+
+void check_same_tensors(const SafetensorsFile& a, const SafetensorsFile& b) {
+  check_tensor_pairs(a, b, [](const Tensor& x, const Tensor& y) {
+    CHECK(std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0);
+  });
 }
 
 }  // namespace kiln::testing

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,8 +50,11 @@ std::optional<std::string> line_after(const std::vector<std::string>& lines,
 // The loss of the log line of `step` ("step 20/30 | epoch 2 (43%) | loss 2.7613 | ...").
 std::optional<std::string> logged_loss(const std::vector<std::string>& lines, long step);
 
-// Every tensor of a and b has the same name, dtype, shape and bytes (Catch checks, naming the
-// tensor that differs).
+// Every tensor of a and b pairs up by position with the same name, dtype and shape, and then
+// same_values(x, y) checks their values (Catch checks, naming the tensor that differs).
+void check_tensor_pairs(const SafetensorsFile& a, const SafetensorsFile& b,
+                        const std::function<void(const Tensor&, const Tensor&)>& same_values);
+// check_tensor_pairs with the same bytes.
 void check_same_tensors(const SafetensorsFile& a, const SafetensorsFile& b);
 
 // A program started with its stdout and stderr in a pipe, for tests that signal it.

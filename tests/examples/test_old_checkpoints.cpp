@@ -28,21 +28,14 @@ const std::string kOld = source_path("tests/golden/kiln1_train");
 
 // Every tensor of a and b by name, in dtype and shape, and within 1e-3 (absolute and relative).
 void check_close_tensors(const SafetensorsFile& a, const SafetensorsFile& b) {
-  REQUIRE(a.tensors.size() == b.tensors.size());
-  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
-    const auto& [name, x] = a.tensors[i];
-    const auto& [name_b, y] = b.tensors[i];
-    INFO(name);
-    REQUIRE(name == name_b);
-    REQUIRE(x.dtype() == y.dtype());
-    REQUIRE(x.shape() == y.shape());
+  check_tensor_pairs(a, b, [](const Tensor& x, const Tensor& y) {
     const std::vector<double> xs = x.to(DType::f64).to_vector<double>();
     const std::vector<double> ys = y.to(DType::f64).to_vector<double>();
     for (std::size_t j = 0; j < xs.size(); ++j) {
       INFO("element " << j << ": " << xs[j] << " vs " << ys[j]);
       CHECK(near(xs[j], ys[j], 1e-3, 1e-3));
     }
-  }
+  });
 }
 
 // The loss history of two training checkpoints: the same steps, losses within 1e-5.
