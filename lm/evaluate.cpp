@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -33,6 +34,35 @@ class EvalModeGuard {
   bool was_training_;
 };
 
+// The windows of one forward pass: `windows` windows of t rows starting S rows apart from row
+// `begin`, each scoring its last n targets per column.
+struct Forward {
+  std::int64_t begin, windows, t, n;
+};
+
+// Window k takes input rows [k·S, end) with end = min(k·S + T, R − 1) and scores the targets
+// after the previous window's end. With S = T these are torch_ref.py's get_batch windows.
+// Windows are independent (no state crosses them), so consecutive windows of the same shape run
+// as one forward of about kRowsPerForward rows: the same sums, in larger, faster GEMMs.
+std::vector<Forward> plan_forwards(std::int64_t B, std::int64_t T, std::int64_t S, std::int64_t R) {
+  constexpr std::int64_t kRowsPerForward = 2048;
+  const std::int64_t group = std::max<std::int64_t>(
+      1, kRowsPerForward / checked_mul(B, T, "evaluate: batch size x window length"));
+  std::vector<Forward> forwards;
+  for (std::int64_t begin = 0, scored_end = 0; scored_end < R - 1; begin += S) {
+    const std::int64_t end = std::min(begin + T, R - 1);
+    const std::int64_t t = end - begin, n = end - scored_end;
+    Forward* last = forwards.empty() ? nullptr : &forwards.back();
+    if (last != nullptr && last->windows < group && last->t == t && last->n == n) {
+      ++last->windows;
+    } else {
+      forwards.push_back({.begin = begin, .windows = 1, .t = t, .n = n});
+    }
+    scored_end = end;
+  }
+  return forwards;
+}
+
 }  // namespace
 
 EvalResult evaluate(nn::LanguageModel& model, const std::vector<std::int64_t>& tokens,
@@ -49,54 +79,52 @@ EvalResult evaluate(nn::LanguageModel& model, const std::vector<std::int64_t>& t
              N, B);
   const std::int64_t R = N / B;  // rows; column b is tokens [b·R, (b+1)·R)
   const Device device = model.device();
+  const int rank = options.communicator ? options.communicator->rank() : 0;
+  const int ranks = options.communicator ? options.communicator->world_size() : 1;
   const auto start = std::chrono::steady_clock::now();
 
   EvalModeGuard eval_mode(model);
   NoGradGuard no_grad;
+  const std::vector<Forward> forwards = plan_forwards(B, T, S, R);
+  // Each forward's summed loss, computed by the rank it is dealt to (round robin) and 0 on the
+  // others, so that the rank-ordered sum over ranks is that value exactly (x + 0 = x).
+  std::vector<double> loss_sums(forwards.size(), 0.0);
   EvalResult result;
-  double loss_sum = 0.0;
-  // Windows are independent (no state crosses them), so several windows of the same shape run
-  // as one batch of about kRowsPerForward rows: the same sums, in larger, faster GEMMs.
-  constexpr std::int64_t kRowsPerForward = 2048;
-  const std::int64_t group = std::max<std::int64_t>(
-      1, kRowsPerForward / checked_mul(B, T, "evaluate: batch size x window length"));
+  std::size_t computed = forwards.size();     // a cancelled evaluation has the first ones
   std::vector<std::int64_t> inputs, targets;  // (windows · B, t) each
-  std::int64_t pending = 0, pending_t = 0, pending_n = 0;
-  auto flush = [&] {
-    if (pending == 0) return;
-    const std::int64_t rows = pending * B;
-    const Tensor loss = model.loss(from_vector(inputs, {rows, pending_t}, device),
-                                   from_vector(targets, {rows, pending_t}, device), kNotScored);
-    loss_sum += loss.item<double>() * static_cast<double>(rows * pending_n);  // mean → sum
-    result.tokens += rows * pending_n;
-    inputs.clear();
-    targets.clear();
-    pending = 0;
-  };
-  // Window k takes input rows [k·S, end) with end = min(k·S + T, R − 1) and scores the targets
-  // after the previous window's end. With S = T these are torch_ref.py's get_batch windows.
-  for (std::int64_t begin = 0, scored_end = 0; scored_end < R - 1; begin += S) {
-    if (options.cancelled && options.cancelled()) {
+  for (std::size_t f = static_cast<std::size_t>(rank); f < forwards.size();
+       f += static_cast<std::size_t>(ranks)) {
+    // Ranks finish together (the collective below), so only a lone process is cancelled.
+    if (ranks == 1 && options.cancelled && options.cancelled()) {
       result.complete = false;
-      pending = 0;
+      computed = f;
       break;
     }
-    const std::int64_t end = std::min(begin + T, R - 1);
-    const std::int64_t t = end - begin;       // window rows
-    const std::int64_t n = end - scored_end;  // targets scored per column: the last n
-    if (pending == group || (pending > 0 && (t != pending_t || n != pending_n))) flush();
-    pending_t = t, pending_n = n;
-    for (std::int64_t b = 0; b < B; ++b) {
-      const std::int64_t* column = tokens.data() + b * R;
-      for (std::int64_t j = 0; j < t; ++j) {
-        inputs.push_back(column[begin + j]);
-        targets.push_back(j >= t - n ? column[begin + j + 1] : kNotScored);
+    const Forward& forward = forwards[f];
+    const std::int64_t rows = forward.windows * B, t = forward.t, n = forward.n;
+    inputs.clear();
+    targets.clear();
+    for (std::int64_t w = 0; w < forward.windows; ++w) {
+      const std::int64_t begin = forward.begin + w * S;
+      for (std::int64_t b = 0; b < B; ++b) {
+        const std::int64_t* column = tokens.data() + b * R;
+        for (std::int64_t j = 0; j < t; ++j) {
+          inputs.push_back(column[begin + j]);
+          targets.push_back(j >= t - n ? column[begin + j + 1] : kNotScored);
+        }
       }
     }
-    ++pending;
-    scored_end = end;
+    const Tensor loss = model.loss(from_vector(inputs, {rows, t}, device),
+                                   from_vector(targets, {rows, t}, device), kNotScored);
+    loss_sums[f] = loss.item<double>() * static_cast<double>(rows * n);  // mean → sum
   }
-  flush();
+  if (ranks > 1) options.communicator->allreduce(std::span<double>(loss_sums));
+  // Summed in forward order on every rank: the bits of one process, whatever the world size.
+  double loss_sum = 0.0;
+  for (std::size_t f = 0; f < computed; ++f) {
+    loss_sum += loss_sums[f];
+    result.tokens += forwards[f].windows * B * forwards[f].n;
+  }
   result.loss = result.tokens > 0 ? loss_sum / static_cast<double>(result.tokens) : 0.0;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/communicator.h"
 #include "nn/language_model.h"
 
 namespace kiln::lm {
@@ -25,8 +26,13 @@ struct EvalOptions {
   std::int64_t batch_size = 10;  // B
   std::int64_t seq_len = 0;      // T, the training window length
   std::int64_t stride = 0;       // S in [1, T]; 0 means T (non-overlapping windows)
-  // Polled between windows; returning true abandons the evaluation (a signal asked to stop).
+  // Polled between forward passes; returning true abandons the evaluation (a signal asked to
+  // stop). Not polled with several ranks: they finish together.
   std::function<bool()> cancelled;
+  // With several ranks, each runs its share of the forward passes (dealt round robin) and the
+  // losses are summed over the ranks: every rank gets one process's result, bit for bit.
+  // Every rank must call evaluate with the same model, tokens and options.
+  dist::Communicator* communicator = nullptr;
 };
 
 struct EvalResult {

@@ -349,13 +349,16 @@ StepRecord Trainer::step() {
   return record;
 }
 
+// Several ranks split each evaluation and never cut one short: they agree on stopping at steps.
+EvalOptions Trainer::eval_options() const {
+  return {.batch_size = options_.eval_batch_size,
+          .seq_len = options_.seq_len,
+          .cancelled = world_ == 1 ? options_.stop_requested : std::function<bool()>(),
+          .communicator = world_ == 1 ? nullptr : options_.communicator};
+}
+
 std::optional<ValidationRecord> Trainer::validate() {
-  // Several ranks validate alike and never cut one short: they agree on stopping at steps.
-  const EvalResult r =
-      evaluate(model_, corpus_.valid().ids,
-               {.batch_size = options_.eval_batch_size,
-                .seq_len = options_.seq_len,
-                .cancelled = world_ == 1 ? options_.stop_requested : std::function<bool()>()});
+  const EvalResult r = evaluate(model_, corpus_.valid().ids, eval_options());
   valid_seconds_ += r.seconds;
   if (!r.complete) return std::nullopt;
   last_eval_step_ = state_.step;
@@ -445,10 +448,7 @@ std::optional<FinalResult> Trainer::finish() {
   if (options_.eval_every == 0) return FinalResult{.step = state_.step};
   // The best weights, evaluated in the model itself (it is done training).
   if (!best_.empty()) model_.load_state_dict(best_);
-  const EvalOptions eval{
-      .batch_size = options_.eval_batch_size,
-      .seq_len = options_.seq_len,
-      .cancelled = world_ == 1 ? options_.stop_requested : std::function<bool()>()};
+  const EvalOptions eval = eval_options();
   FinalResult result{.step = best_.empty() ? state_.step : state_.best_step};
   // Weights validated in this process need no second pass: the same function on the same
   // weights with the same threads gives the same bits.

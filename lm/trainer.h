@@ -187,6 +187,7 @@ class Trainer {
   void message(const std::string& text) const;
   double elapsed() const;
   void find_resumed_best(const Checkpoint& resumed);
+  EvalOptions eval_options() const;
   void save_best(std::int64_t step, double loss);
   Schedule& schedule();
   // Whether any rank asked to stop (a collective with several ranks).
