@@ -1,6 +1,7 @@
 #include "lm/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -225,12 +226,17 @@ void Trainer::message(const std::string& text) const {
 
 double Trainer::elapsed() const { return elapsed_before_ + train_seconds_ + valid_seconds_; }
 
-bool Trainer::stop_agreed() const {
-  if (world_ == 1) return stop_requested();
-  std::int64_t stop = stop_requested() ? 1 : 0;
-  options_.communicator->allreduce(std::span<std::int64_t>(&stop, 1), dist::ReduceOp::max);
-  return stop != 0;
+Trainer::Boundary Trainer::agree_at_boundary() const {
+  const bool over_budget = options_.time_budget > 0 && train_seconds_ >= options_.time_budget;
+  if (world_ == 1) return {.stop_requested = stop_requested(), .over_time_budget = over_budget};
+  // Any rank's request stops them all. So does any rank's clock: each measures its own time, and
+  // ranks that disagreed would leave the others waiting in the next step's collectives.
+  std::array<std::int64_t, 2> flags = {stop_requested() ? 1 : 0, over_budget ? 1 : 0};
+  options_.communicator->allreduce(std::span<std::int64_t>(flags), dist::ReduceOp::max);
+  return {.stop_requested = flags[0] != 0, .over_time_budget = flags[1] != 0};
 }
+
+bool Trainer::stop_agreed() const { return agree_at_boundary().stop_requested; }
 
 std::uint64_t Trainer::dropout_draws(std::int64_t k) {
   const std::int64_t length = batches_.window_length(k);
@@ -417,11 +423,10 @@ void Trainer::save() {
 
 StopReason Trainer::train() {
   schedule();  // a schedule without a length is an error before the first step
-  while (!stop_agreed()) {
+  for (Boundary boundary; !(boundary = agree_at_boundary()).stop_requested;) {
     if (options_.steps > 0 && state_.step >= options_.steps) return StopReason::steps;
     if (options_.epochs > 0 && state_.position.epoch >= options_.epochs) return StopReason::epochs;
-    if (options_.time_budget > 0 && train_seconds_ >= options_.time_budget)
-      return StopReason::time_budget;
+    if (boundary.over_time_budget) return StopReason::time_budget;
     step();
     if (options_.eval_every > 0 && state_.step % options_.eval_every == 0 && !validate()) break;
     if (options_.save_every > 0 && state_.step % options_.save_every == 0 && !stop_agreed()) {

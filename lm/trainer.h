@@ -190,7 +190,13 @@ class Trainer {
   EvalOptions eval_options() const;
   void save_best(std::int64_t step, double loss);
   Schedule& schedule();
-  // Whether any rank asked to stop (a collective with several ranks).
+  // What the ranks agree on at a step boundary (a collective with several ranks): whether any
+  // asked to stop, and whether any has used up the time budget.
+  struct Boundary {
+    bool stop_requested = false, over_time_budget = false;
+  };
+  Boundary agree_at_boundary() const;
+  // Whether any rank asked to stop.
   bool stop_agreed() const;
   // The dropout counters a forward pass over window k (of the epoch) reserves (several ranks).
   std::uint64_t dropout_draws(std::int64_t k);
