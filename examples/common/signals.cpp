@@ -8,6 +8,11 @@ namespace kiln {
 
 namespace {
 
+// SIGUSR1 is the stop request that mpirun forwards to every rank without killing the job
+// (scripts/kiln-mpirun turns SIGINT and SIGTERM into it); batch schedulers send it too (Slurm's
+// --signal) ahead of a time limit.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
+
 volatile std::sig_atomic_t g_stop_signal = 0;
 
 extern "C" void record_signal(int signal) { g_stop_signal = signal; }
@@ -15,8 +20,7 @@ extern "C" void record_signal(int signal) { g_stop_signal = signal; }
 sigset_t stop_signals() {
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
+  for (const int signal : kStopSignals) sigaddset(&set, signal);
   return set;
 }
 
@@ -27,8 +31,7 @@ void install_stop_handlers() {
   action.sa_handler = record_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // a system call in progress continues; the loop polls the flag
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  for (const int signal : kStopSignals) sigaction(signal, &action, nullptr);
   // Output to a closed pipe (train_lm | head) is then lost while the run goes on to its end and
   // saves, instead of SIGPIPE killing it.
   std::signal(SIGPIPE, SIG_IGN);
@@ -52,6 +55,8 @@ const char* signal_name(int signal) {
       return "SIGINT";
     case SIGTERM:
       return "SIGTERM";
+    case SIGUSR1:
+      return "SIGUSR1";
     default:
       return "a signal";
   }
