@@ -258,10 +258,10 @@ Entry parse_entry(const std::string& name, const json& value, const std::string&
     entry.dtype = DType::f64;
   } else if (dtype_text == "I64") {
     entry.dtype = DType::i64;
+  } else if (dtype_text == "BF16") {
+    entry.dtype = DType::bf16;
   } else {
-    KILN_CHECK(dtype_text != "BF16", "{}tensor '{}': dtype BF16 is not supported by kiln yet",
-               where, name);
-    fail("{}tensor '{}': unknown dtype {} (kiln reads F32, F64 and I64)", where, name,
+    fail("{}tensor '{}': unknown dtype {} (kiln reads F32, F64, I64 and BF16)", where, name,
          dtype.dump());
   }
 
