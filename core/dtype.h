@@ -1,6 +1,9 @@
 // Element types. float32 is the working type, float64 exists for gradient checks, int64 holds
-// token ids and indices. There is no implicit promotion: mixing float32 and float64 in one op is
-// an error, and a C++ scalar operand takes the tensor's dtype.
+// token ids and indices, bfloat16 (core/bf16.h) is a storage type for mixed precision: it is
+// created, copied, viewed, converted, printed and saved, but no kernel computes in it yet, so an
+// op given a bfloat16 tensor is an error naming the op ("matmul: bfloat16 is not supported yet").
+// There is no implicit promotion: mixing float32 and float64 in one op is an error, and a C++
+// scalar operand takes the tensor's dtype.
 #pragma once
 
 #include <cstddef>
@@ -9,13 +12,30 @@
 
 #include <fmt/format.h>
 
+#include "core/bf16.h"
+#include "core/error.h"
+
 namespace kiln {
 
-enum class DType : std::uint8_t { f32, f64, i64 };
+enum class DType : std::uint8_t { f32, f64, i64, bf16 };
 
-constexpr std::size_t dtype_size(DType dtype) { return dtype == DType::f32 ? 4 : 8; }
+constexpr std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return 4;
+    case DType::f64:
+    case DType::i64:
+      return 8;
+    case DType::bf16:
+      return 2;
+  }
+  return 8;
+}
 
 constexpr bool is_floating(DType dtype) { return dtype != DType::i64; }
+
+// A dtype that is stored and converted but that no compute kernel supports yet (bfloat16).
+constexpr bool is_storage_only(DType dtype) { return dtype == DType::bf16; }
 
 constexpr std::string_view dtype_name(DType dtype) {
   switch (dtype) {
@@ -25,6 +45,8 @@ constexpr std::string_view dtype_name(DType dtype) {
       return "float64";
     case DType::i64:
       return "int64";
+    case DType::bf16:
+      return "bfloat16";
   }
   return "?";
 }
@@ -44,9 +66,15 @@ template <>
 struct DTypeOf<std::int64_t> {
   static constexpr DType value = DType::i64;
 };
+template <>
+struct DTypeOf<bf16> {
+  static constexpr DType value = DType::bf16;
+};
 
 // Calls f with a value of the C++ type that matches dtype: dispatch_dtype(d, [&]<class T>(T) {...})
-// is written as dispatch_dtype(d, [&](auto tag) { using T = decltype(tag); ... }).
+// is written as dispatch_dtype(d, [&](auto tag) { using T = decltype(tag); ... }). For kernels
+// that move or convert elements (fill, copy, where): T can be kiln::bf16, which has no arithmetic;
+// core/convert.h converts between any two element types.
 template <typename F>
 decltype(auto) dispatch_dtype(DType dtype, F&& f) {
   switch (dtype) {
@@ -56,13 +84,18 @@ decltype(auto) dispatch_dtype(DType dtype, F&& f) {
       return f(double{});
     case DType::i64:
       return f(std::int64_t{});
+    case DType::bf16:
+      return f(bf16{});
   }
   return f(float{});
 }
 
-// As dispatch_dtype, for kernels that exist only for float32 and float64.
+// As dispatch_dtype, for kernels that exist only for float32 and float64. The ops check dtypes
+// first with the op's name (core/ops/op_utils.h); this error is the last guard, so a bfloat16
+// buffer is never computed on as if it held floats.
 template <typename F>
 decltype(auto) dispatch_floating(DType dtype, F&& f) {
+  KILN_CHECK(!is_storage_only(dtype), "kernel: {} is not supported yet", dtype_name(dtype));
   if (dtype == DType::f64) return f(double{});
   return f(float{});
 }

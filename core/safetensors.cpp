@@ -50,6 +50,8 @@ std::string_view format_name(DType dtype) {
       return "F64";
     case DType::i64:
       return "I64";
+    case DType::bf16:
+      return "BF16";
   }
   return "?";
 }
@@ -256,10 +258,10 @@ Entry parse_entry(const std::string& name, const json& value, const std::string&
     entry.dtype = DType::f64;
   } else if (dtype_text == "I64") {
     entry.dtype = DType::i64;
+  } else if (dtype_text == "BF16") {
+    entry.dtype = DType::bf16;
   } else {
-    KILN_CHECK(dtype_text != "BF16", "{}tensor '{}': dtype BF16 is not supported by kiln yet",
-               where, name);
-    fail("{}tensor '{}': unknown dtype {} (kiln reads F32, F64 and I64)", where, name,
+    fail("{}tensor '{}': unknown dtype {} (kiln reads F32, F64, I64 and BF16)", where, name,
          dtype.dump());
   }
 
@@ -377,15 +379,15 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
                where, key);
   }
 
-  // Contiguous host copies, 8-byte dtypes first so that every tensor is aligned to its element
-  // size; tensors of one size keep the caller's order.
+  // Contiguous host copies, larger elements first (8, 4, then 2 bytes) so that every tensor is
+  // aligned to its element size; tensors of one size keep the caller's order.
   struct Item {
     const std::string* name;
     Tensor host;
     std::uint64_t nbytes;
   };
   std::vector<Item> items;
-  for (const std::size_t element_size : {8, 4}) {
+  for (const std::size_t element_size : {8, 4, 2}) {
     for (const auto& [name, tensor] : tensors) {
       if (dtype_size(tensor.dtype()) != element_size) continue;
       const Tensor host = tensor.detach().to(Device::cpu()).contiguous();

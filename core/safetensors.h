@@ -9,8 +9,9 @@
 // N bytes of JSON starting with '{' and space-padded so that 8 + N is a multiple of 8; then the
 // data buffer, in which each tensor's values lie little-endian in C order at its `data_offsets`
 // [begin, end). The tensors tile the buffer from 0 without gaps or overlaps, and the file ends at
-// the last tensor's last byte. kiln writes F32, F64 and I64 tensors, the 8-byte dtypes first, so
-// every tensor starts at a multiple of its element size (and the buffer at a multiple of 8).
+// the last tensor's last byte. kiln writes F32, F64, I64 and BF16 tensors, larger elements first
+// (8, 4, then 2 bytes), so every tensor starts at a multiple of its element size (and the buffer
+// at a multiple of 8).
 //
 // Metadata is a map of UTF-8 strings (the header's "__metadata__"). save_safetensors adds a
 // "checksum" entry, the CRC-32 (zlib's, core/crc32.h) of the tensors' bytes taken in the byte-wise
@@ -60,7 +61,7 @@ struct SafetensorsFile {
   Metadata metadata;     // "__metadata__" without the verified "checksum"
 };
 
-// Reads and validates a safetensors file (F32, F64 and I64 tensors).
+// Reads and validates a safetensors file (F32, F64, I64 and BF16 tensors).
 SafetensorsFile load_safetensors(const std::string& path);
 // The same reader over bytes already in memory (`source` names them in errors): load_safetensors
 // differs only in where the bytes come from, so the fuzz target that calls this tests its checks.

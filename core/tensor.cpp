@@ -8,6 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/checked.h"
+#include "core/convert.h"
 #include "core/ops/reduction.h"
 #include "core/storage.h"
 #include "core/tensor_impl.h"
@@ -92,6 +93,7 @@ T* Tensor::data() const {
 template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
 template std::int64_t* Tensor::data<std::int64_t>() const;
+template bf16* Tensor::data<bf16>() const;
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
@@ -100,13 +102,14 @@ std::vector<T> Tensor::to_vector() const {
   dispatch_dtype(dtype(), [&](auto tag) {
     using S = decltype(tag);
     const S* src = static_cast<const S*>(host.raw_data());
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(src[i]);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = convert<T>(src[i]);
   });
   return out;
 }
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
+template std::vector<bf16> Tensor::to_vector<bf16>() const;
 
 template <typename T>
 T Tensor::item() const {
@@ -117,6 +120,7 @@ T Tensor::item() const {
 template float Tensor::item<float>() const;
 template double Tensor::item<double>() const;
 template std::int64_t Tensor::item<std::int64_t>() const;
+template bf16 Tensor::item<bf16>() const;
 
 template <typename T>
 T Tensor::at(std::initializer_list<std::int64_t> index) const {
@@ -136,6 +140,7 @@ T Tensor::at(std::initializer_list<std::int64_t> index) const {
 template float Tensor::at<float>(std::initializer_list<std::int64_t>) const;
 template double Tensor::at<double>(std::initializer_list<std::int64_t>) const;
 template std::int64_t Tensor::at<std::int64_t>(std::initializer_list<std::int64_t>) const;
+template bf16 Tensor::at<bf16>(std::initializer_list<std::int64_t>) const;
 
 bool Tensor::requires_grad() const {
   const TensorImpl& t = checked(impl_);
@@ -147,7 +152,7 @@ const Tensor& Tensor::requires_grad_(bool enabled) const {
              "requires_grad_: only leaves can change requires_grad (this tensor was made by {}); "
              "use detach() to make a leaf",
              grad_fn() ? grad_fn()->name() : "?");
-  KILN_CHECK(!enabled || is_floating(dtype()),
+  KILN_CHECK(!enabled || (is_floating(dtype()) && !is_storage_only(dtype())),
              "requires_grad_: only float32/float64 tensors can require grad, not {}", dtype());
   impl_->autograd_meta().requires_grad = enabled;
   return *this;

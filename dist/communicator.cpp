@@ -132,6 +132,7 @@ void Communicator::check_root(int root, const char* op) const {
 void Communicator::allreduce(const Buffer& buffer, ReduceOp op, SumOrder order) {
   KILN_CHECK(buffer.count >= 0 && (buffer.count == 0 || buffer.data != nullptr),
              "allreduce: {} elements at {}", buffer.count, buffer.data);
+  KILN_CHECK(!is_storage_only(buffer.dtype), "allreduce: {} is not supported yet", buffer.dtype);
   if (world_size_ == 1) return;
   Staged staged(buffer, native_device_, true);
   for (std::int64_t at = 0; at < buffer.count; at += kMaxSegment)

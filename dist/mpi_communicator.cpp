@@ -26,6 +26,8 @@ MPI_Datatype mpi_type(DType dtype) {
       return MPI_DOUBLE;
     case DType::i64:
       return MPI_INT64_T;
+    case DType::bf16:  // MPI has no bfloat16; broadcast and allgather move it as 16-bit words
+      return MPI_UINT16_T;
   }
   return MPI_DATATYPE_NULL;
 }

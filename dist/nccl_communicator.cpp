@@ -40,6 +40,8 @@ ncclDataType_t nccl_type(DType dtype) {
       return ncclFloat64;
     case DType::i64:
       return ncclInt64;
+    case DType::bf16:
+      return ncclBfloat16;
   }
   return ncclFloat32;
 }

@@ -5,12 +5,13 @@
 
 Rules (docs/checkpoint-format.md): an 8-byte little-endian header length N (at most 100 MB,
 within the file); N bytes of UTF-8 JSON starting with '{' that form an object without duplicate
-keys; per tensor exactly the fields dtype (F32, F64 or I64), shape (non-negative integers) and
-data_offsets [begin, end] with end - begin = elements x dtype size; the tensors tile the data
-buffer from 0 with no gaps or overlaps and the file ends at the last tensor's last byte; an
-optional "__metadata__" object whose values are all strings. When the metadata has kiln's
-"checksum" (8 hex digits), zlib.crc32 must reproduce it: the CRC-32 of the tensors' bytes taken
-in the order of their names (or, as kiln wrote it before, of the data buffer in file order).
+keys; per tensor exactly the fields dtype (F32, F64, I64 or BF16), shape (non-negative
+integers) and data_offsets [begin, end] with end - begin = elements x dtype size; the tensors
+tile the data buffer from 0 with no gaps or overlaps and the file ends at the last tensor's
+last byte; an optional "__metadata__" object whose values are all strings. When the metadata
+has kiln's "checksum" (8 hex digits), zlib.crc32 must reproduce it: the CRC-32 of the tensors'
+bytes taken in the order of their names (or, as kiln wrote it before, of the data buffer in file
+order).
 
 Every tensor's values are then read (the standard library's array module). Prints one line per
 tensor (name, dtype, shape) in data order and a summary; exits 0 when the file is valid, 1 with
@@ -23,8 +24,9 @@ import sys
 import zlib
 
 MAX_HEADER_BYTES = 100_000_000  # the reference reader's limit
-# safetensors dtype: (array typecode, bytes per element); the values are little-endian.
-DTYPES = {"F32": ("f", 4), "F64": ("d", 8), "I64": ("q", 8)}
+# safetensors dtype: (array typecode, bytes per element); the values are little-endian. The
+# array module has no bfloat16: BF16 values are read as their 16-bit patterns.
+DTYPES = {"F32": ("f", 4), "F64": ("d", 8), "I64": ("q", 8), "BF16": ("H", 2)}
 FIELDS = {"dtype", "shape", "data_offsets"}
 
 
@@ -59,7 +61,8 @@ def parse_entry(name, info):
         raise Invalid(f"tensor '{name}' has fields {sorted(info)}, expected {sorted(FIELDS)}")
     dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
     if dtype not in DTYPES:
-        raise Invalid(f"tensor '{name}': unknown dtype {dtype!r} (kiln reads F32, F64 and I64)")
+        raise Invalid(f"tensor '{name}': unknown dtype {dtype!r} "
+                      "(kiln reads F32, F64, I64 and BF16)")
     if not isinstance(shape, list) or not all(is_count(n) for n in shape):
         raise Invalid(f"tensor '{name}': shape {shape} is not a list of non-negative integers")
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(is_count(n) for n in offsets)):

@@ -1,5 +1,6 @@
 // CPU elementwise kernels: fill, arange, copy (with dtype conversion), unary, binary, where.
 // The inner loops have a contiguous fast path that the compiler vectorises.
+#include "core/convert.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/strided_loop.h"
 #include "core/elementwise_math.h"
@@ -17,7 +18,7 @@ void CpuBackend::fill(const TensorArg& out, double value) {
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* o = typed<T>(out);
-    const T v = static_cast<T>(value);
+    const T v = convert<T>(value);
     for_each_run<1>(out.sizes, {&out.strides}, [&](std::int64_t n, auto off, auto st) {
       T* p = o + off[0];
       if (st[0] == 1) {
@@ -34,8 +35,7 @@ void CpuBackend::arange(const TensorArg& out, double start, double step) {
     using T = decltype(tag);
     T* o = typed<T>(out);
     const std::int64_t n = out.sizes[0];
-    for (std::int64_t i = 0; i < n; ++i)
-      o[i] = static_cast<T>(start + static_cast<double>(i) * step);
+    for (std::int64_t i = 0; i < n; ++i) o[i] = convert<T>(start + static_cast<double>(i) * step);
   });
 }
 
@@ -51,10 +51,10 @@ void CpuBackend::copy(const TensorArg& out, const TensorArg& in) {
                         To* p = o + off[0];
                         const From* q = x + off[1];
                         if (st[0] == 1 && st[1] == 1) {
-                          for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<To>(q[i]);
+                          for (std::int64_t i = 0; i < n; ++i) p[i] = convert<To>(q[i]);
                         } else {
                           for (std::int64_t i = 0; i < n; ++i)
-                            p[i * st[0]] = static_cast<To>(q[i * st[1]]);
+                            p[i * st[0]] = convert<To>(q[i * st[1]]);
                         }
                       });
     });
@@ -137,7 +137,7 @@ void CpuBackend::where(const TensorArg& out, const TensorArg& cond, const Tensor
       for_each_run<4>(out.sizes, {&out.strides, &cond.strides, &a.strides, &b.strides},
                       [&](std::int64_t n, auto off, auto st) {
                         for (std::int64_t i = 0; i < n; ++i)
-                          o[off[0] + i * st[0]] = c[off[1] + i * st[1]] != C(0)
+                          o[off[0] + i * st[0]] = is_nonzero(c[off[1] + i * st[1]])
                                                       ? x[off[2] + i * st[2]]
                                                       : y[off[3] + i * st[3]];
                       });

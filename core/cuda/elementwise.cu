@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/convert.h"
 #include "core/cuda/cuda_backend.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/launch.h"
@@ -71,7 +72,7 @@ struct CopyFn {
   To* out;
   const From* in;
   __device__ void operator()(const std::int64_t* off) const {
-    out[off[0]] = static_cast<To>(in[off[1]]);
+    out[off[0]] = convert<To>(in[off[1]]);
   }
 };
 
@@ -102,7 +103,7 @@ struct WhereFn {
   const T* a;
   const T* b;
   __device__ void operator()(const std::int64_t* off) const {
-    out[off[0]] = cond[off[1]] != C(0) ? a[off[2]] : b[off[3]];
+    out[off[0]] = is_nonzero(cond[off[1]]) ? a[off[2]] : b[off[3]];
   }
 };
 
@@ -111,7 +112,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     arange_kernel(T* out, std::int64_t n, double start, double step) {
   for (std::int64_t i = thread_index(); i < n; i += thread_count())
-    out[i] = static_cast<T>(start + static_cast<double>(i) * step);
+    out[i] = convert<T>(start + static_cast<double>(i) * step);
 }
 
 template <typename T>
@@ -201,7 +202,7 @@ void CudaBackend::fill(const TensorArg& out, double value) {
   activate();
   dispatch_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch_strided(stream_, plan, gpu::FillFn<T>{typed<T>(out), static_cast<T>(value)});
+    launch_strided(stream_, plan, gpu::FillFn<T>{typed<T>(out), convert<T>(value)});
   });
 }
 

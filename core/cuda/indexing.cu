@@ -113,7 +113,10 @@ void CudaBackend::gather_rows(const IndexArgs& args, const void* table, const st
   if (n == 0 || cols == 0) return;
   activate();
   const unsigned grid = gpu::blocks_for(n, 1);
-  if (dtype_size(args.dtype) == 4) {
+  if (dtype_size(args.dtype) == 2) {
+    KILN_LAUNCH(grid, gpu::kThreads, stream_, gpu::gather_rows_kernel<std::uint16_t>)
+    (static_cast<const std::uint16_t*>(table), cols, ids, n, static_cast<std::uint16_t*>(out));
+  } else if (dtype_size(args.dtype) == 4) {
     KILN_LAUNCH(grid, gpu::kThreads, stream_, gpu::gather_rows_kernel<std::uint32_t>)
     (static_cast<const std::uint32_t*>(table), cols, ids, n, static_cast<std::uint32_t*>(out));
   } else {

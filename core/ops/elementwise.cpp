@@ -27,7 +27,11 @@ Tensor binary_kernel(std::string_view op, BinaryOp kind, const Tensor& a, const 
   check_defined(op, a);
   check_defined(op, b);
   check_same_dtype_device(op, a, b);
-  if (!integers_allowed) check_floating(op, a);
+  if (integers_allowed) {
+    check_computable(op, a.dtype());
+  } else {
+    check_floating(op, a);
+  }
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = empty(shape, {a.dtype(), a.device()});
   backend_of(a).binary(kind, arg_of(out), broadcast_arg(a, shape), broadcast_arg(b, shape));

@@ -45,6 +45,7 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device devi
 template Tensor from_vector(const std::vector<float>&, const Shape&, Device);
 template Tensor from_vector(const std::vector<double>&, const Shape&, Device);
 template Tensor from_vector(const std::vector<std::int64_t>&, const Shape&, Device);
+template Tensor from_vector(const std::vector<bf16>&, const Shape&, Device);
 
 namespace {
 Generator& pick(Generator* gen) { return gen != nullptr ? *gen : default_generator(); }
@@ -52,6 +53,7 @@ Generator& pick(Generator* gen) { return gen != nullptr ? *gen : default_generat
 
 Tensor uniform(const Shape& shape, double low, double high, TensorOptions options, Generator* gen) {
   KILN_CHECK(is_floating(options.dtype), "uniform: needs a float dtype, got {}", options.dtype);
+  check_computable("uniform", options.dtype);
   KILN_CHECK(low <= high, "uniform: low {} is above high {}", low, high);
   Tensor out = empty(shape, options);
   const std::int64_t per_counter = options.dtype == DType::f32 ? 4 : 2;
@@ -67,6 +69,7 @@ Tensor rand(const Shape& shape, TensorOptions options, Generator* gen) {
 
 Tensor normal(const Shape& shape, double mean, double std, TensorOptions options, Generator* gen) {
   KILN_CHECK(is_floating(options.dtype), "normal: needs a float dtype, got {}", options.dtype);
+  check_computable("normal", options.dtype);
   KILN_CHECK(std >= 0.0, "normal: std must be non-negative, got {}", std);
   Tensor out = empty(shape, options);
   const std::uint64_t offset = pick(gen).reserve((out.numel() + 1) / 2);

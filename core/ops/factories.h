@@ -22,7 +22,7 @@ Tensor arange(double start, double end, double step = 1.0, TensorOptions options
 Tensor arange(std::int64_t end, TensorOptions options = {});
 
 // A tensor holding `values` in row-major order; their count must equal the shape's numel.
-// The dtype follows T (float, double, int64_t); the device comes from options.
+// The dtype follows T (float, double, int64_t, bf16); the device comes from options.
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = Device::cpu());
 

@@ -40,6 +40,7 @@ void scatter_add_into(const Tensor& table_grad, const Tensor& grad, const Tensor
 
 // d table = zeros with grad row i added into row ids[i].
 Tensor scatter_add(const Tensor& grad, const Tensor& ids, std::int64_t rows) {
+  check_floating("scatter_add (index_select and embedding backward)", grad);
   Tensor out = zeros({rows, grad.size(1)}, {grad.dtype(), grad.device()});
   scatter_add_into(out, grad, ids);
   return out;

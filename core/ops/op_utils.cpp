@@ -17,6 +17,14 @@ void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor&
 void check_floating(std::string_view op, const Tensor& t) {
   KILN_CHECK(is_floating(t.dtype()), "{}: expected a float32 or float64 tensor, got {}", op,
              t.dtype());
+  check_computable(op, t.dtype());
+}
+
+void check_computable(std::string_view op, DType dtype) {
+  KILN_CHECK(!is_storage_only(dtype),
+             "{}: {} is not supported yet (kiln only stores and converts it); convert with "
+             ".to(DType::f32) first",
+             op, dtype);
 }
 
 void check_defined(std::string_view op, const Tensor& t) {

@@ -25,8 +25,10 @@ inline Backend& backend_of(const Tensor& t) { return t.storage()->backend(); }
 
 // Errors unless a and b have the same dtype and device.
 void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor& b);
-// Errors unless t has a floating dtype.
+// Errors unless t has a floating dtype that kernels compute in (float32 or float64).
 void check_floating(std::string_view op, const Tensor& t);
+// Errors when no compute kernel supports dtype yet (bfloat16, a storage type).
+void check_computable(std::string_view op, DType dtype);
 // Errors unless t is defined.
 void check_defined(std::string_view op, const Tensor& t);
 // Errors unless t may be written in place: not a tensor that autograd tracks (outside

@@ -82,6 +82,7 @@ Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim)
 
 Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
   check_defined("mean", x);
+  check_floating("mean", x);
   const std::vector<int> ds = reduced_dims(x, dims, "mean");
   std::int64_t count = 1;
   for (int d : ds) count *= x.shape()[d];

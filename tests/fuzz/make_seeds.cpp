@@ -34,6 +34,9 @@ void write_safetensors_seeds(const std::filesystem::path& dir) {
                     {"empty", full({0, 4}, 1.0)},
                     {"ids", arange(3, {.dtype = DType::i64})},
                     {"f64", full({1, 2, 1}, 1e-300, {.dtype = DType::f64})}});
+  save_safetensors(file("tensors-bf16"),
+                   {{"w", arange(0.0, 6.0, 1.0).reshape({2, 3})},
+                    {"h", from_vector<bf16>({bf16{0x3eab}, bf16{0x7fc1}, bf16{0x8001}}, {3})}});
 
   nn::TransformerConfig config;
   config.vocab = 6, config.d_model = 4, config.heads = 2, config.layers = 1, config.ff = 8;
@@ -79,8 +82,11 @@ void write_safetensors_seeds(const std::filesystem::path& dir) {
   kiln::testing::write_file(
       file("broken-dtype-shape"),
       raw_safetensors(R"({"__metadata__":{"checksum":"0000000g"},)"
-                      R"("a":{"dtype":"BF16","shape":[[2]],"data_offsets":[0,4]}})",
+                      R"("a":{"dtype":"F16","shape":[[2]],"data_offsets":[0,4]}})",
                       4));
+  kiln::testing::write_file(
+      file("broken-bf16-length"),
+      raw_safetensors(R"({"a":{"dtype":"BF16","shape":[3],"data_offsets":[0,8]}})", 8));
 }
 
 void write_text_seeds(const std::filesystem::path& dir) {

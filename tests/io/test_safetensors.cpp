@@ -128,6 +128,41 @@ TEST_CASE("non-contiguous tensors are saved by value", "[io][safetensors]") {
   REQUIRE(find(file, "e").at<std::int64_t>({2, 4}) == 2);
 }
 
+TEST_CASE("BF16 tensors save and load bit for bit, after the 4-byte dtypes", "[io][safetensors]") {
+  ScratchDir dir;
+  const std::string path = dir.file("bf16.safetensors");
+  // Every bf16 pattern (NaNs with payloads, infinities, subnormals, -0), and a transposed view.
+  std::vector<bf16> patterns;
+  for (std::uint32_t bits = 0; bits <= 0xffff; ++bits)
+    patterns.push_back(bf16{static_cast<std::uint16_t>(bits)});
+  const Tensor all = from_vector(patterns, {256, 256});
+  const Tensor half = from_vector<float>({1.0f / 3.0f, -2.0f, 1e-40f}, {3}).to(DType::bf16);
+  const NamedTensors tensors = {{"all", all},
+                                {"odd", from_vector<float>({1, 2, 3}, {3})},
+                                {"third", half},
+                                {"view", all.narrow(0, 1, 3).t()},
+                                {"ids", arange(3, {.dtype = DType::i64})}};
+  save_safetensors(path, tensors, {{"format", "kiln-1"}});
+  const SafetensorsFile file = load_safetensors(path);
+  require_same(find(file, "all"), all);
+  require_same(find(file, "third"), half);
+  require_same(find(file, "view"), all.narrow(0, 1, 3).t().contiguous());
+  REQUIRE(find(file, "view").at<bf16>({5, 2}).bits == 3 * 256 + 5);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : file.tensors) names.push_back(name);
+  REQUIRE(names == std::vector<std::string>{"ids", "odd", "all", "third", "view"});
+
+  // The header says BF16 with 2 bytes per element.
+  const Bytes bytes = read_file(path);
+  std::uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = length << 8 | bytes[i];
+  const auto header =
+      nlohmann::json::parse(std::string(bytes.begin() + 8, bytes.begin() + 8 + length));
+  REQUIRE(header["all"]["dtype"] == "BF16");
+  REQUIRE(header["all"]["data_offsets"] == nlohmann::json::array({36, 36 + 2 * 65536}));
+  REQUIRE(header["view"]["shape"] == nlohmann::json::array({256, 3}));
+}
+
 TEST_CASE("tensors load in file order: 8-byte dtypes first, each size in the caller's order",
           "[io][safetensors]") {
   ScratchDir dir;
@@ -307,8 +342,8 @@ std::vector<Corruption> corruptions(const std::string& scratch_file) {
       {"invalid UTF-8", raw_safetensors("{\"\xFF\":1}", 0), "not valid UTF-8"},
       {"unknown dtype", raw_safetensors(object({tensor("a", "Q4", "[2]", 0, 8)}), 8),
        "unknown dtype \"Q4\""},
-      {"bf16", raw_safetensors(object({tensor("a", "BF16", "[4]", 0, 8)}), 8),
-       "BF16 is not supported"},
+      {"BF16 byte length", raw_safetensors(object({tensor("a", "BF16", "[3]", 0, 8)}), 8),
+       "shape [3] of BF16 needs 6 bytes, but data_offsets [0, 8] hold 8"},
       {"negative shape", raw_safetensors(object({tensor("a", "F32", "[-2]", 0, 8)}), 8),
        "shape entry -2 is not a non-negative integer"},
       {"fractional shape", raw_safetensors(object({tensor("a", "F32", "[2.0]", 0, 8)}), 8),
@@ -401,6 +436,12 @@ TEST_CASE("tools/check_safetensors.py accepts kiln files and rejects corrupt one
                            Catch::Contains("scale F32 []") && Catch::Contains("ids I64 [2, 2]") &&
                            Catch::Contains("metadata: checksum, format, step") &&
                            Catch::Contains("6 tensors") && Catch::Contains("verified"));
+  save_safetensors(path, {{"half", full({2, 3}, 0.5, {.dtype = DType::bf16})}, {"w", ones({2})}});
+  REQUIRE(check(path) == 0);
+  const Bytes bf16_text = read_file(output);
+  REQUIRE_THAT(std::string(bf16_text.begin(), bf16_text.end()),
+               Catch::Contains("w F32 [2]") && Catch::Contains("half BF16 [2, 3]") &&
+                   Catch::Contains("verified"));
 
   for (const Corruption& c : corruptions(dir.file("good.safetensors"))) {
     INFO(c.what);

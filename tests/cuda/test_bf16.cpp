@@ -1,0 +1,115 @@
+// bfloat16 on the CUDA backend: the conversion kernels round like core/bf16.h's scalar functions
+// (the CPU backend's), bit for bit, from float32, float64 and int64 and back, contiguous and
+// strided; fill, arange, gather and where keep the bits; ops that compute refuse bf16 by name.
+// Poisoning is on: an unwritten element is NaN.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "core/ops/select.h"
+#include "tests/cuda/cuda_testing.h"
+
+using namespace kiln;
+using namespace kiln::testing;
+
+namespace {
+
+std::vector<std::uint16_t> bits_of(const Tensor& t) {
+  std::vector<std::uint16_t> out;
+  for (const bf16 b : t.to_vector<bf16>()) out.push_back(b.bits);
+  return out;
+}
+
+std::vector<std::uint32_t> float_bits_of(const Tensor& t) {
+  std::vector<std::uint32_t> out;
+  for (const float f : t.to_vector<float>()) out.push_back(std::bit_cast<std::uint32_t>(f));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cuda/float32 -> bf16 -> float32 rounds like the scalar conversion, every pattern",
+          "[cuda][bf16]") {
+  if (!cuda_available_or_skip()) return;
+  const PoisonScope poison;
+  // Each bf16 pattern with the low halves at, around and off the tie: (65536, 6) floats.
+  std::vector<float> values;
+  for (std::uint32_t high = 0; high <= 0xffff; ++high)
+    for (const std::uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
+      values.push_back(std::bit_cast<float>(high << 16 | low));
+  const Mirrored x = mirrored(from_vector(values, {65536, 6}));
+  const Tensor b = x.gpu.to(DType::bf16);
+  REQUIRE(b.device() == Device::cuda());
+  const std::vector<std::uint16_t> got = bits_of(b);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    INFO("float bits 0x" << std::hex << std::bit_cast<std::uint32_t>(values[i]));
+    REQUIRE(got[i] == to_bf16(values[i]).bits);
+  }
+  REQUIRE(got == bits_of(x.cpu.to(DType::bf16)));
+  REQUIRE(float_bits_of(b.to(DType::f32)) == float_bits_of(b.to(Device::cpu()).to(DType::f32)));
+  // Strided: a transposed view converts element by element as its contiguous copy does.
+  REQUIRE(bits_of(x.gpu.t().to(DType::bf16)) == bits_of(x.cpu.t().contiguous().to(DType::bf16)));
+}
+
+TEST_CASE("cuda/float64 and int64 convert to bf16 as the CPU does", "[cuda][bf16]") {
+  if (!cuda_available_or_skip()) return;
+  const PoisonScope poison;
+  const std::vector<double> doubles = {1.0 + 0x1p-8 + 0x1p-40,
+                                       1.0 + 0x1p-8,
+                                       -1e300,
+                                       1e-300,
+                                       -0.0,
+                                       0.1,
+                                       std::ldexp(511.0, 119),
+                                       std::nextafter(std::ldexp(511.0, 119), 0.0)};
+  const Mirrored d = mirrored(from_vector(doubles, {8}));
+  const std::vector<std::uint16_t> d_bits = bits_of(d.gpu.to(DType::bf16));
+  for (std::size_t i = 0; i < doubles.size(); ++i) REQUIRE(d_bits[i] == to_bf16(doubles[i]).bits);
+  const std::vector<std::int64_t> ints = {257, 259, (std::int64_t{1} << 32) + (1 << 24) + 1,
+                                          std::numeric_limits<std::int64_t>::min(), -1};
+  const Mirrored i = mirrored(from_vector(ints, {5}));
+  const std::vector<std::uint16_t> i_bits = bits_of(i.gpu.to(DType::bf16));
+  for (std::size_t k = 0; k < ints.size(); ++k) REQUIRE(i_bits[k] == to_bf16(ints[k]).bits);
+  const Tensor third = full({4}, 1.0 / 3.0, {DType::bf16, Device::cuda()});
+  REQUIRE(third.to(DType::f64).to_vector<double>() == std::vector<double>(4, 0.333984375));
+  REQUIRE(third.to(DType::i64).to_vector<std::int64_t>() == std::vector<std::int64_t>(4, 0));
+}
+
+TEST_CASE("cuda/bf16 fill, arange, copies, gather and where keep the bits", "[cuda][bf16]") {
+  if (!cuda_available_or_skip()) return;
+  const PoisonScope poison;
+  REQUIRE(bits_of(full({3}, -1.0 / 3.0, {DType::bf16, Device::cuda()})) ==
+          std::vector<std::uint16_t>(3, to_bf16(-1.0 / 3.0).bits));
+  REQUIRE(bits_of(arange(0.0, 2.0, 0.3, {DType::bf16, Device::cuda()})) ==
+          bits_of(arange(0.0, 2.0, 0.3, {DType::bf16})));
+  std::vector<bf16> patterns;
+  for (std::uint32_t k = 0; k < 5 * 7; ++k)
+    patterns.push_back(bf16{static_cast<std::uint16_t>(k * 1871)});
+  const Mirrored table = mirrored(from_vector(patterns, {5, 7}));
+  REQUIRE(bits_of(table.gpu) == bits_of(table.cpu));
+  REQUIRE(bits_of(table.gpu.t().contiguous()) == bits_of(table.cpu.t().contiguous()));
+  const Mirrored ids = mirrored(from_vector<std::int64_t>({4, 0, 4, 2}, {4}));
+  REQUIRE(bits_of(embedding(table.gpu, ids.gpu)) == bits_of(embedding(table.cpu, ids.cpu)));
+  REQUIRE(bits_of(index_select(table.gpu, 1, ids.gpu)) ==
+          bits_of(index_select(table.cpu, 1, ids.cpu)));
+  const Mirrored cond = mirrored(from_vector<bf16>(
+      {bf16{0x8000}, bf16{0x7fc0}, bf16{0x0001}, bf16{0}, bf16{0x3f80}, bf16{0}, bf16{0xff80}},
+      {7}));
+  const Mirrored other = mirrored(full({7}, 2.0, {DType::bf16}));
+  REQUIRE(bits_of(where(cond.gpu, table.gpu, other.gpu)) ==
+          bits_of(where(cond.cpu, table.cpu, other.cpu)));
+}
+
+TEST_CASE("cuda/ops that compute refuse bf16 with the op's name", "[cuda][bf16]") {
+  if (!cuda_available_or_skip()) return;
+  const Tensor b = ones({2, 2}, {DType::bf16, Device::cuda()});
+  REQUIRE_THROWS_WITH(matmul(b, b), Catch::Contains("matmul: bfloat16 is not supported yet"));
+  REQUIRE_THROWS_WITH(exp(b), Catch::Contains("exp: bfloat16 is not supported yet"));
+  REQUIRE_THROWS_WITH(softmax(b), Catch::Contains("softmax: bfloat16 is not supported yet"));
+  REQUIRE_THROWS_WITH(rand({2}, {DType::bf16, Device::cuda()}),
+                      Catch::Contains("uniform: bfloat16 is not supported yet"));
+}
