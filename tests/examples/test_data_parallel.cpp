@@ -28,66 +28,74 @@ std::string mpirun(int ranks) {
          std::to_string(ranks) + " ";
 }
 
-// KILN_MPIRUN without its first word (the mpirun program): the launcher's arguments.
-std::string mpirun_arguments() {
-  const std::string command = KILN_MPIRUN;
-  const std::size_t space = command.find(' ');
-  return space == std::string::npos ? std::string() : command.substr(space + 1);
-}
-
-// A 2-rank train_lm job for a minute (unless stopped), each rank writing its pid to
-// DIR/rank<r>.pid, started by scripts/kiln-mpirun (the shell execs it: signals reach it).
-std::vector<std::string> long_job(const TempDir& dir, const std::string& timeout_s) {
-  const std::string command = KILN_MPIRUN;
-  const std::string train = kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
-                            " --threads 1 --eval-every 0 --log-every 1 --time-budget 60 --save " +
-                            dir.file("lm.safetensors") + " --metrics " + dir.file("metrics.jsonl");
-  return {"/bin/sh", "-c",
-          "KILN_DIST_TIMEOUT=" + timeout_s +
-              " " KILN_MPI_ENV " KILN_MPIRUN_PROGRAM=" + command.substr(0, command.find(' ')) +
-              " exec " KILN_TEST_SOURCE_DIR "/scripts/kiln-mpirun " + mpirun_arguments() +
-              " -np 2 sh -c 'echo $$ > " + dir.path().string() +
-              "/rank$OMPI_COMM_WORLD_RANK.pid; exec " + train + "'"};
-}
-
-// Waits until training has started: rank 0 has logged a step to DIR/metrics.jsonl. (Its output
-// cannot tell: under mpirun a rank's stdout is a terminal, so the step lines end in '\r'.)
-bool training_started(const TempDir& dir) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  std::error_code error;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (std::filesystem::file_size(dir.file("metrics.jsonl"), error) > 0 && !error) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
-pid_t rank_pid(const TempDir& dir, int rank) {
-  std::ifstream file(dir.file("rank" + std::to_string(rank) + ".pid"));
-  pid_t pid = 0;
-  file >> pid;
-  return pid;
-}
-
-// Kills the job's ranks that still run when a test ends (mpirun runs in a session of its own:
-// killing the launcher script alone would leave it training).
-class KillRanksAtEnd {
+// A 2-rank train_lm job on the tiny corpus that trains for a minute unless stopped, started by
+// scripts/kiln-mpirun (the shell execs it, so signals to launcher() reach it), each rank writing
+// its pid to rank<r>.pid. Ranks still running at the end are killed: mpirun runs in a session of
+// its own, so killing the launcher script alone would leave it training.
+class LongJob {
  public:
-  explicit KillRanksAtEnd(const TempDir& dir) : dir_(dir) {}
-  ~KillRanksAtEnd() {
+  explicit LongJob(const std::string& collective_timeout_s)
+      : job_(command(dir_, collective_timeout_s)) {}
+  ~LongJob() {
     for (int rank = 0; rank < 2; ++rank) {
-      const pid_t pid = rank_pid(dir_, rank);
+      const pid_t pid = rank_pid(rank);
       std::ifstream command_line("/proc/" + std::to_string(pid) + "/cmdline");
       std::string program;
       std::getline(command_line, program, '\0');
       if (pid > 0 && program == kTrainLm) ::kill(pid, SIGKILL);
     }
   }
-  KillRanksAtEnd(const KillRanksAtEnd&) = delete;
-  KillRanksAtEnd& operator=(const KillRanksAtEnd&) = delete;
+  LongJob(const LongJob&) = delete;
+  LongJob& operator=(const LongJob&) = delete;
+
+  const TempDir& dir() const { return dir_; }
+  pid_t launcher() const { return job_.pid(); }
+  pid_t rank_pid(int rank) const {
+    std::ifstream file(dir_.file("rank" + std::to_string(rank) + ".pid"));
+    pid_t pid = 0;
+    file >> pid;
+    return pid;
+  }
+  // Waits until training has started: rank 0 has logged a step to metrics.jsonl. (Its output
+  // cannot tell: under mpirun a rank's stdout is a terminal, so the step lines end in '\r'.)
+  void wait_for_training() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    std::error_code error;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (std::filesystem::file_size(dir_.file("metrics.jsonl"), error) > 0 && !error) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::kill(job_.pid(), SIGKILL);
+    std::string output;
+    job_.wait(&output);
+    FAIL("training did not start within 60 s:\n" << output);
+  }
+  // The job's output and status (as RunResult::status) once it has ended.
+  RunResult wait() {
+    RunResult result;
+    result.status = job_.wait(&result.output);
+    return result;
+  }
 
  private:
-  const TempDir& dir_;
+  static std::vector<std::string> command(const TempDir& dir, const std::string& timeout_s) {
+    write_tiny_corpus(dir.path().string());
+    const std::string mpirun = KILN_MPIRUN;
+    const std::size_t space = mpirun.find(' ');
+    const std::string train = kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
+                              " --threads 1 --eval-every 0 --log-every 1 --time-budget 60 --save " +
+                              dir.file("lm.safetensors") + " --metrics " +
+                              dir.file("metrics.jsonl");
+    return {"/bin/sh", "-c",
+            "KILN_DIST_TIMEOUT=" + timeout_s + " " KILN_MPI_ENV " KILN_MPIRUN_PROGRAM=" +
+                mpirun.substr(0, space) + " exec " KILN_TEST_SOURCE_DIR "/scripts/kiln-mpirun " +
+                (space == std::string::npos ? std::string() : mpirun.substr(space + 1)) +
+                " -np 2 sh -c 'echo $$ > " + dir.path().string() +
+                "/rank$OMPI_COMM_WORLD_RANK.pid; exec " + train + "'"};
+  }
+
+  TempDir dir_;  // first: made before the job starts, removed after it has ended
+  Child job_;
 };
 
 bool skip_without_mpi() {
@@ -161,28 +169,20 @@ TEST_CASE("dist: SIGINT or SIGTERM to kiln-mpirun makes the ranks save once and 
   if (skip_without_mpi()) return;
   const auto [signal, name] = GENERATE(std::pair{SIGTERM, "SIGTERM"}, std::pair{SIGINT, "SIGINT"});
   INFO(name);
-  TempDir dir;
-  write_tiny_corpus(dir.path().string());
-  const KillRanksAtEnd cleanup(dir);
-  Child job(long_job(dir, "60"));
-  std::string output;
-  if (!training_started(dir)) {
-    ::kill(job.pid(), SIGKILL);
-    job.wait(&output);
-    FAIL("training did not start within 60 s:\n" << output);
-  }
-  REQUIRE(::kill(job.pid(), signal) == 0);
-  const int status = job.wait(&output);
-  INFO(output);
-  CHECK(status == 0);
+  LongJob job("60");
+  job.wait_for_training();
+  REQUIRE(::kill(job.launcher(), signal) == 0);
+  const RunResult r = job.wait();
+  INFO(r.output);
+  CHECK(r.status == 0);
   // Rank 0 alone prints, once; the ranks stopped at the same step (a collective decides).
   std::smatch match;
   REQUIRE(std::regex_search(
-      output, match, std::regex("interrupted by SIGUSR1 at step ([0-9]+): saved the state")));
+      r.output, match, std::regex("interrupted by SIGUSR1 at step ([0-9]+): saved the state")));
   CHECK(match.suffix().str().find("interrupted by") == std::string::npos);
   const std::string step = match[1];
-  const RunResult resumed = run(mpirun(2) + kTrainLm + " --data " + dir.path().string() +
-                                " --resume " + dir.file("lm.safetensors") + " --steps " +
+  const RunResult resumed = run(mpirun(2) + kTrainLm + " --data " + job.dir().path().string() +
+                                " --resume " + job.dir().file("lm.safetensors") + " --steps " +
                                 std::to_string(std::stol(step) + 2) + " --time-budget 0");
   INFO(resumed.output);
   CHECK(resumed.status == 0);
@@ -191,45 +191,29 @@ TEST_CASE("dist: SIGINT or SIGTERM to kiln-mpirun makes the ranks save once and 
 
 TEST_CASE("dist: a rank killed mid-run ends the job with a non-zero status naming it") {
   if (skip_without_mpi()) return;
-  TempDir dir;
-  write_tiny_corpus(dir.path().string());
-  const KillRanksAtEnd cleanup(dir);
-  Child job(long_job(dir, "60"));
-  std::string output;
-  if (!training_started(dir)) {
-    ::kill(job.pid(), SIGKILL);
-    job.wait(&output);
-    FAIL("training did not start within 60 s:\n" << output);
-  }
+  LongJob job("60");
+  job.wait_for_training();
   const auto start = std::chrono::steady_clock::now();
-  REQUIRE(::kill(rank_pid(dir, 1), SIGKILL) == 0);
-  const int status = job.wait(&output);
-  INFO(output);
-  CHECK(status != 0);
-  CHECK_THAT(output, Contains("rank 1"));
+  REQUIRE(::kill(job.rank_pid(1), SIGKILL) == 0);
+  const RunResult r = job.wait();
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.output, Contains("rank 1"));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
 }
 
 TEST_CASE("dist: a rank that hangs mid-run is named within the collective timeout") {
   if (skip_without_mpi()) return;
-  TempDir dir;
-  write_tiny_corpus(dir.path().string());
-  const KillRanksAtEnd cleanup(dir);
-  Child job(long_job(dir, "3"));
-  std::string output;
-  if (!training_started(dir)) {
-    ::kill(job.pid(), SIGKILL);
-    job.wait(&output);
-    FAIL("training did not start within 60 s:\n" << output);
-  }
+  LongJob job("3");
+  job.wait_for_training();
   const auto start = std::chrono::steady_clock::now();
-  REQUIRE(::kill(rank_pid(dir, 1), SIGSTOP) == 0);  // alive, never joining the next collective
-  const int status = job.wait(&output);
+  REQUIRE(::kill(job.rank_pid(1), SIGSTOP) == 0);  // alive, never joining the next collective
+  const RunResult r = job.wait();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  INFO(output);
-  CHECK(status != 0);
-  CHECK_THAT(output, Contains("did not complete within 3 s") && Contains("rank 1"));
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.output, Contains("did not complete within 3 s") && Contains("rank 1"));
   // The timeout, the roll call's min(timeout, 5 s), and the job's end: not the minute it trains.
   CHECK(seconds < 30);
 }
