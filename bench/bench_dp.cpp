@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -43,6 +44,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The middle value (the upper one of an even count).
+double median(std::vector<double> values) {
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
 // The median over `iterations` of the slowest rank's time for f(), after one warm-up call.
 template <typename F>
 double median_seconds(dist::Communicator& comm, int iterations, F&& f) {
@@ -56,8 +64,7 @@ double median_seconds(dist::Communicator& comm, int iterations, F&& f) {
     comm.allreduce(std::span<double>(&seconds, 1), dist::ReduceOp::max);
     times.push_back(seconds);
   }
-  std::nth_element(times.begin(), times.begin() + iterations / 2, times.end());
-  return times[static_cast<std::size_t>(iterations / 2)];
+  return median(std::move(times));
 }
 
 nn::TransformerConfig model_named(const std::string& name) {
@@ -118,10 +125,6 @@ StepTimes time_steps(dist::Communicator& comm, const std::string& name, std::int
     step_times.push_back(seconds[0]);
     sync_times.push_back(seconds[1]);
   }
-  const auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
   return {.step = median(step_times), .sync = median(sync_times)};
 }
 
