@@ -174,13 +174,28 @@ void Watchdog::roll_call() {
   std::vector<int> silent;
   std::vector<std::string> elsewhere;
   int culprit = -1;
+  const auto same_collective = [](const ControlMessage& a, const ControlMessage& b) {
+    return a.seq == b.seq && a.activity == b.activity;
+  };
+  const ControlMessage here{ControlMessage::Kind::answer, activity_, seq_};
+  // How many ranks (this one included) answered that they wait where `m` says.
+  const auto waiting_in = [&](const ControlMessage& m) {
+    int count = same_collective(m, here) ? 1 : 0;
+    for (const std::optional<ControlMessage>& a : answers_)
+      if (a && same_collective(*a, m)) ++count;
+    return count;
+  };
+  const int with_this_rank = waiting_in(here);
+  bool out_of_step = false;
   for (int p = 0; p < world_size_; ++p) {
     const auto i = static_cast<std::size_t>(p);
     const std::optional<ControlMessage>& a = answers_[i];
-    if (p == rank_ || (a && a->seq == seq_ && a->activity == activity_)) continue;
+    if (p == rank_ || (a && same_collective(*a, here))) continue;
     if (a) {
       elsewhere.push_back(fmt::format("rank {} waits in {} (collective #{}) instead", p,
                                       activity_name(a->activity), a->seq + 1));
+      // More ranks wait in the peer's collective than in this one: this rank diverged.
+      out_of_step = out_of_step || waiting_in(*a) > with_this_rank;
     } else if (left_[i]) {
       elsewhere.push_back(fmt::format("rank {} left the job after {} collectives", p, *left_[i]));
     } else if (gave_up_[i]) {
@@ -203,6 +218,10 @@ void Watchdog::roll_call() {
         rank_list(silent), window);
   }
   for (const std::string& e : elsewhere) why += (why.empty() ? "" : "; ") + e;
+  if (silent.empty() && out_of_step) {
+    culprit = rank_;
+    why += ": this rank is the one out of step";
+  }
   if (why.empty())
     why = fmt::format(
         "every rank is in it, so the transfer is slow or the network stalls: raise "
