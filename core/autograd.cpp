@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/autocast.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factories.h"
 #include "core/storage.h"
@@ -205,7 +206,8 @@ bool add_into_pending(Node& node, const Tensor& grad_output,
     if (edges[i].node) return false;
   const auto it = pending.find(edges[0].node.get());
   if (it == pending.end() || !it->second.defined() || !exclusively_owned(it->second) ||
-      it->second.shape() != edges[0].input.shape || it->second.dtype() != edges[0].input.dtype)
+      it->second.shape() != edges[0].input.shape ||
+      it->second.dtype() != compute_dtype(edges[0].input.dtype))
     return false;
   return node.add_into_first_input(grad_output, it->second);
 }
@@ -219,18 +221,21 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
              "leaf it depends on",
              root.shape());
   NoGradGuard no_grad;
+  // Each backward follows the dtypes its forward saved, whatever autocast says now.
+  const Autocast full_precision(Precision::f32);
   Tensor seed = gradient;
   if (!seed.defined()) {
     KILN_CHECK(root.numel() == 1,
                "backward: a gradient can be implied only for a one-element tensor, got shape {}; "
                "pass the gradient explicitly",
                root.shape());
-    seed = ones(root.shape(), {root.dtype(), root.device()});
+    seed = ones(root.shape(), {compute_dtype(root.dtype()), root.device()});
   } else {
-    KILN_CHECK(seed.shape() == root.shape() && seed.dtype() == root.dtype() &&
+    KILN_CHECK(seed.shape() == root.shape() && seed.dtype() == compute_dtype(root.dtype()) &&
                    seed.device() == root.device(),
                "backward: gradient {} {} on {} does not match the tensor {} {} on {}", seed.shape(),
-               seed.dtype(), seed.device(), root.shape(), root.dtype(), root.device());
+               seed.dtype(), seed.device(), root.shape(), compute_dtype(root.dtype()),
+               root.device());
   }
   const std::shared_ptr<Node> root_node = root.grad_fn() ? root.grad_fn() : accumulator_of(root);
 
@@ -275,9 +280,11 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
       Node* next = edge.node.get();
       if (i < grads.size() && grads[i].defined()) {
         const Tensor& g = grads[i];
-        KILN_CHECK(g.shape() == edge.input.shape && g.dtype() == edge.input.dtype,
-                   "{}: backward produced a gradient {} {} for input {} of shape {} {}",
-                   node->name(), g.shape(), g.dtype(), i, edge.input.shape, edge.input.dtype);
+        KILN_CHECK(g.shape() == edge.input.shape && g.dtype() == compute_dtype(edge.input.dtype),
+                   "{}: backward produced a gradient {} {} for input {} of shape {} {} (its "
+                   "gradient is {})",
+                   node->name(), g.shape(), g.dtype(), i, edge.input.shape, edge.input.dtype,
+                   compute_dtype(edge.input.dtype));
         Tensor& slot = pending[next];
         if (!slot.defined()) {
           slot = g;

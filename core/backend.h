@@ -120,9 +120,12 @@ struct CrossEntropyArgs {
 // ---- Matrix products and attention
 
 // Row-major C = alpha * op(A) * op(B) + beta * C, `batch` times with the given element strides
-// between consecutive matrices (0 repeats one matrix). op(X) is X or X^T.
+// between consecutive matrices (0 repeats one matrix). op(X) is X or X^T. C and the arithmetic
+// are `dtype`; so are A and B, unless bf16_operands: then A and B hold bfloat16 and dtype is
+// float32 (bf16 products, exact in float32, summed in float32: mixed precision's GEMM).
 struct GemmArgs {
   DType dtype = DType::f32;
+  bool bf16_operands = false;
   bool trans_a = false, trans_b = false;
   std::int64_t m = 0, n = 0, k = 0;
   const void* a = nullptr;

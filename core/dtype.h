@@ -1,7 +1,8 @@
 // Element types. float32 is the working type, float64 exists for gradient checks, int64 holds
 // token ids and indices, bfloat16 (core/bf16.h) is a storage type for mixed precision: it is
-// created, copied, viewed, converted, printed and saved, but no kernel computes in it yet, so an
-// op given a bfloat16 tensor is an error naming the op ("matmul: bfloat16 is not supported yet").
+// created, copied, viewed, converted, printed and saved, and read by the matrix products (matmul,
+// linear: bf16 operands, float32 sums and result, core/autocast.h); any other op given a bfloat16
+// tensor is an error naming the op ("add: bfloat16 is not supported yet").
 // There is no implicit promotion: mixing float32 and float64 in one op is an error, and a C++
 // scalar operand takes the tensor's dtype.
 #pragma once
@@ -36,6 +37,11 @@ constexpr bool is_floating(DType dtype) { return dtype != DType::i64; }
 
 // A dtype that is stored and converted but that no compute kernel supports yet (bfloat16).
 constexpr bool is_storage_only(DType dtype) { return dtype == DType::bf16; }
+
+// The dtype that arithmetic on `dtype` values happens in: float32 for bfloat16 (a matrix product
+// of bf16 operands sums in float32 and returns float32), the dtype itself otherwise. A tensor's
+// gradient has this dtype, so a bf16 tensor's gradient is float32 and accumulates in float32.
+constexpr DType compute_dtype(DType dtype) { return dtype == DType::bf16 ? DType::f32 : dtype; }
 
 constexpr std::string_view dtype_name(DType dtype) {
   switch (dtype) {

@@ -1,6 +1,7 @@
 // kiln's core API in one include: tensors, autograd and every op.
 #pragma once
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/build_info.h"
 #include "core/device.h"

@@ -57,8 +57,12 @@ Tensor Tensor::to(DType target) const {
   Tensor out = empty(shape(), {target, device()});
   backend_of(*this).copy(arg_of(out), arg_of(*this));
   if (is_floating(target) && is_floating(dtype())) {
+    // The gradient comes in compute_dtype(target) and leaves in compute_dtype(source): between
+    // float32 and bf16 it passes unchanged (both have float32 gradients).
     record("to", out, {*this}, {},
-           [source = dtype()](const Tensor& g, const Saved&) { return Grads{g.to(source)}; });
+           [source = compute_dtype(dtype())](const Tensor& g, const Saved&) {
+             return Grads{g.to(source)};
+           });
   }
   return out;
 }

@@ -3,7 +3,14 @@
 // memory read column-major. Both libraries parallelise one large product over blocks of C, each
 // block with one owner and the same order of additions (deterministic); a batch of small products
 // runs one product per task instead, each single-threaded inside the parallel region.
+//
+// bf16 operands are widened to float32 (exactly) in scratch memory and go through the float32
+// GEMM: Debian's OpenBLAS is built without cblas_sbgemm, and a CPU without AVX512_BF16 has no
+// bf16 arithmetic to gain from. The widening reads each operand once, O(mk + kn) beside the
+// product's O(mnk); the scratch counts in the backend's bytes in use, and a large A is widened a
+// block of rows at a time.
 #include <Eigen/Core>
+#include <algorithm>
 #include <chrono>
 #include <type_traits>
 
@@ -93,6 +100,71 @@ void gemm_typed(const GemmArgs& g) {
   if (g.trans_a && g.trans_b) gemm_batched<T, ColMajor<T>, ColMajor<T>>(g);
 }
 
+// bf16 matrices widened to float32 (exactly) into scratch memory that lives as long as this
+// object: `count` matrices `stride` elements apart, each `rows` x `cols` of a row-major matrix with
+// leading dim ld, stored contiguously (ld = cols).
+class Widened {
+ public:
+  Widened(const void* data, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+          std::int64_t stride, std::int64_t count)
+      : nbytes_(static_cast<std::size_t>(count * rows * cols) * sizeof(float)),
+        cols_(cols),
+        stride_(count == 1 ? 0 : rows * cols) {
+    floats_ = static_cast<float*>(cpu_backend().allocate(nbytes_));
+    const auto* source = static_cast<const bf16*>(data);
+    parallel_tasks(count * rows, count * rows * cols, [&](std::int64_t row) {
+      const bf16* from = source + (row / rows) * stride + (row % rows) * ld;
+      float* to = floats_ + row * cols;
+      for (std::int64_t c = 0; c < cols; ++c) to[c] = to_float(from[c]);
+    });
+  }
+  ~Widened() { cpu_backend().deallocate(floats_, nbytes_); }
+  Widened(const Widened&) = delete;
+  Widened& operator=(const Widened&) = delete;
+
+  const float* data() const { return floats_; }
+  std::int64_t ld() const { return std::max<std::int64_t>(cols_, 1); }
+  std::int64_t stride() const { return stride_; }
+
+ private:
+  std::size_t nbytes_;
+  std::int64_t cols_, stride_;
+  float* floats_ = nullptr;
+};
+
+// Rows of op(A) widened per block in a single bf16 product: a block of at most this many floats,
+// so that a large A (the (N, V) softmax of the LM head) is never held in float32 whole, which
+// would undo the memory that keeping it in bf16 saves.
+constexpr std::int64_t kWidenedBlockFloats = std::int64_t{1} << 21;
+
+// C (float32) from bf16 A and B: the float32 GEMM of their exact float32 values. B is widened
+// whole; A whole in a batch, else a block of rows of C at a time (each block's sums are those of
+// the whole product: every element of C still sums over all of k).
+void gemm_bf16_operands(const GemmArgs& g) {
+  const std::int64_t matrices_a = g.stride_a == 0 ? 1 : g.batch;
+  const std::int64_t matrices_b = g.stride_b == 0 ? 1 : g.batch;
+  // op(B) is k x n: stored n x k when transposed.
+  const Widened b(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b, matrices_b);
+  const std::int64_t block =
+      g.batch == 1
+          ? std::max<std::int64_t>(64, kWidenedBlockFloats / std::max<std::int64_t>(g.k, 1))
+          : g.m;
+  for (std::int64_t r0 = 0; r0 < g.m; r0 += block) {
+    const std::int64_t rows = std::min(block, g.m - r0);
+    // Rows [r0, r0 + rows) of op(A): rows of A, or columns of the stored k x m A^T.
+    const auto* a = static_cast<const bf16*>(g.a) + (g.trans_a ? r0 : r0 * g.lda);
+    const Widened a_block(a, g.trans_a ? g.k : rows, g.trans_a ? rows : g.k, g.lda, g.stride_a,
+                          matrices_a);
+    GemmArgs widened = g;
+    widened.bf16_operands = false;
+    widened.m = rows;
+    widened.a = a_block.data(), widened.lda = a_block.ld(), widened.stride_a = a_block.stride();
+    widened.b = b.data(), widened.ldb = b.ld(), widened.stride_b = b.stride();
+    widened.c = static_cast<float*>(g.c) + r0 * g.ldc;
+    gemm_typed<float>(widened);
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -129,7 +201,11 @@ void CpuBackend::gemm(const GemmArgs& args) {
   const bool timed = profile::enabled();
   const auto start =
       timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-  dispatch_floating(args.dtype, [&](auto tag) { gemm_typed<decltype(tag)>(args); });
+  if (args.bf16_operands) {
+    gemm_bf16_operands(args);
+  } else {
+    dispatch_floating(args.dtype, [&](auto tag) { gemm_typed<decltype(tag)>(args); });
+  }
   if (timed) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -2,7 +2,9 @@
 // TF32), on the backend's stream. cuBLAS is column-major and kiln row-major: a row-major matrix
 // is its transpose read column-major, so the row-major product C = op(A) op(B) is computed as the
 // column-major C^T = op(B)^T op(A)^T, swapping the operands and m with n, without copies.
-// A batch is one strided-batched call (a batch stride of 0 repeats a matrix).
+// A batch is one strided-batched call (a batch stride of 0 repeats a matrix). bf16 operands go
+// through cublasGemmStridedBatchedEx with CUDA_R_16BF A and B, CUDA_R_32F C and 32-bit compute:
+// the tensor cores' bf16 rate, float32 sums.
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -57,6 +59,17 @@ void gemm_typed(cublasHandle_t handle, const GemmArgs& g) {
   }
 }
 
+void gemm_bf16_operands(cublasHandle_t handle, const GemmArgs& g) {
+  const int m = checked_int(g.m, "m"), n = checked_int(g.n, "n"), k = checked_int(g.k, "k");
+  const int lda = checked_int(g.lda, "lda"), ldb = checked_int(g.ldb, "ldb");
+  const int ldc = checked_int(g.ldc, "ldc"), batch = checked_int(g.batch, "batch");
+  const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
+  KILN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      handle, op_of(g.trans_b), op_of(g.trans_a), n, m, k, &alpha, g.b, CUDA_R_16BF, ldb,
+      g.stride_b, g.a, CUDA_R_16BF, lda, g.stride_a, &beta, g.c, CUDA_R_32F, ldc, g.stride_c, batch,
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace
 
 void CudaBackend::gemm(const GemmArgs& args) {
@@ -73,7 +86,11 @@ void CudaBackend::gemm(const GemmArgs& args) {
     return;
   }
   activate();
-  dispatch_floating(args.dtype, [&](auto tag) { gemm_typed<decltype(tag)>(cublas_, args); });
+  if (args.bf16_operands) {
+    gemm_bf16_operands(cublas_, args);
+  } else {
+    dispatch_floating(args.dtype, [&](auto tag) { gemm_typed<decltype(tag)>(cublas_, args); });
+  }
 }
 
 }  // namespace kiln

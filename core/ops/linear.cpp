@@ -1,5 +1,6 @@
 #include "core/ops/linear.h"
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/matmul.h"
 #include "core/ops/op_utils.h"
@@ -8,27 +9,35 @@
 
 namespace kiln {
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias) {
   profile::Scope scope(profile::Family::gemm);
-  check_defined("linear", x);
-  check_defined("linear", weight);
-  check_floating("linear", x);
+  check_defined("linear", x_in);
+  check_defined("linear", weight_in);
+  const Tensor x = autocast_operand(x_in), weight = autocast_operand(weight_in);
+  check_product_operand("linear", x);
   check_same_dtype_device("linear", x, weight);
+  const DType out_dtype = compute_dtype(x.dtype());
   KILN_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
              "linear: x {} and weight {} must be (N, in) and (out, in)", x.shape(), weight.shape());
   const std::int64_t rows = x.size(0), out_features = weight.size(0);
   if (bias.defined()) {
-    check_same_dtype_device("linear", x, bias);
+    KILN_CHECK(bias.dtype() == out_dtype,
+               "linear: bias is {}, but x and weight are {}: the bias must be {}, the output's "
+               "dtype",
+               bias.dtype(), x.dtype(), out_dtype);
+    KILN_CHECK(bias.device() == x.device(), "linear: bias on {} and x on {}", bias.device(),
+               x.device());
     KILN_CHECK(bias.shape() == Shape{out_features},
                "linear: bias of shape {} does not match weight {} (expected [{}])", bias.shape(),
                weight.shape(), out_features);
   }
   const Tensor input = x.contiguous().detach(), w = weight.contiguous().detach();
-  Tensor y = empty({rows, out_features}, {x.dtype(), x.device()});
+  Tensor y = empty({rows, out_features}, {out_dtype, x.device()});
   Backend& backend = backend_of(x);
   if (bias.defined()) backend.copy(arg_of(y), broadcast_arg(bias.detach(), y.shape()));
   GemmArgs g;
-  g.dtype = x.dtype();
+  g.dtype = out_dtype;
+  g.bf16_operands = x.dtype() == DType::bf16;
   g.m = rows, g.n = out_features, g.k = x.size(1);
   g.a = input.raw_data(), g.lda = g.k;
   g.b = w.raw_data(), g.ldb = g.k, g.trans_b = true;
@@ -42,9 +51,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     }
   }
   record("linear", y, {x, weight, bias}, {input, w}, [](const Tensor& dy, const Saved& s) {
+    // With bf16 operands the products read dy in bf16 (as matmul's backward); db sums the
+    // float32 dy.
+    const Tensor g = dy.to(s[0].dtype());
     Tensor dx, dw, db;
-    if (s.needs_grad(0)) dx = matmul(dy, s[1]);      // (N, out) (out, in)
-    if (s.needs_grad(1)) dw = matmul(dy.t(), s[0]);  // (out, N) (N, in)
+    if (s.needs_grad(0)) dx = matmul(g, s[1]);      // (N, out) (out, in)
+    if (s.needs_grad(1)) dw = matmul(g.t(), s[0]);  // (out, N) (N, in)
     if (s.needs_grad(2)) db = sum(dy, {0});
     return Grads{dx, dw, db};
   });

@@ -1,5 +1,6 @@
 #include "core/ops/linear_cross_entropy.h"
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factories.h"
@@ -17,6 +18,7 @@ void gemm_into(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, 
                double alpha) {
   GemmArgs g;
   g.dtype = c.dtype();
+  g.bf16_operands = a.dtype() == DType::bf16;
   g.m = c.size(0), g.n = c.size(1), g.k = trans_a ? a.size(0) : a.size(1);
   g.a = a.raw_data(), g.lda = a.size(1), g.trans_a = trans_a;
   g.b = b.raw_data(), g.ldb = b.size(1), g.trans_b = trans_b;
@@ -27,14 +29,17 @@ void gemm_into(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, 
 
 }  // namespace
 
-Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets,
+Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const Tensor& targets,
                             std::int64_t ignore_index) {
   profile::Scope scope(profile::Family::vocabulary);
-  check_defined("linear_cross_entropy", x);
-  check_defined("linear_cross_entropy", weight);
+  check_defined("linear_cross_entropy", x_in);
+  check_defined("linear_cross_entropy", weight_in);
   check_defined("linear_cross_entropy", targets);
-  check_floating("linear_cross_entropy", x);
+  const Tensor x = autocast_operand(x_in), weight = autocast_operand(weight_in);
+  check_product_operand("linear_cross_entropy", x);
   check_same_dtype_device("linear_cross_entropy", x, weight);
+  // The logits, the loss and every gradient are in `dtype`: float32 for bf16 operands.
+  const DType dtype = compute_dtype(x.dtype());
   KILN_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
              "linear_cross_entropy: x {} and weight {} must be (N, d) and (V, d)", x.shape(),
              weight.shape());
@@ -48,13 +53,14 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   const std::int64_t counted = count_targets("linear_cross_entropy", ids, classes, ignore_index);
 
   const Tensor input = x.contiguous().detach(), w = weight.contiguous().detach();
-  Tensor row_loss = empty({rows}, {x.dtype(), x.device()});
-  Tensor logsumexp = empty({rows}, {x.dtype(), x.device()});
+  Tensor row_loss = empty({rows}, {dtype, x.device()});
+  Tensor logsumexp = empty({rows}, {dtype, x.device()});
   Backend& backend = backend_of(x);
   const auto* target_ids = static_cast<const std::int64_t*>(ids.raw_data());
-  const std::size_t element = dtype_size(x.dtype());
+  const std::size_t element = dtype_size(dtype);
   const bool gradient = any_requires_grad({x, weight});
   Tensor logits;                  // (N, V), becomes P' = exp(logits - shift); kept for backward
+                                  // (in bf16 when the operands are: the largest saved tensor)
   Tensor row_scale;               // (N): softmax = P' * row_scale (0 on ignored rows)
   Tensor counted_rows, safe_ids;  // (N): 1 or 0; the target, or 0 on ignored rows
   if (gradient) {
@@ -62,35 +68,36 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
     // (which the caller may refill before backward) nor ignore_index.
     const Tensor ignore = from_vector<std::int64_t>({ignore_index}, {}, ids.device());
     const Tensor counted_mask = ne(ids, ignore);
-    counted_rows = counted_mask.to(x.dtype());
+    counted_rows = counted_mask.to(dtype);
     safe_ids = where(counted_mask, ids, zeros({}, {DType::i64, ids.device()}));
-    logits = empty({rows, classes}, {x.dtype(), x.device()});
-    row_scale = empty({rows}, {x.dtype(), x.device()});
+    logits = empty({rows, classes}, {dtype, x.device()});
+    row_scale = empty({rows}, {dtype, x.device()});
     gemm_into(logits, input, false, w, true, 1.0);  // X W^T
     backend.cross_entropy_forward_exp(
-        {.dtype = x.dtype(), .rows = rows, .cols = classes, .ignore_index = ignore_index},
+        {.dtype = dtype, .rows = rows, .cols = classes, .ignore_index = ignore_index},
         logits.raw_data(), target_ids, row_loss.raw_data(), logsumexp.raw_data(),
         row_scale.raw_data());
+    logits = logits.to(x.dtype());
   } else {
     // Without a gradient the logits are only read once more: compute them a block of rows at a
     // time into one buffer that stays in cache, instead of an (N, V) tensor.
     constexpr std::int64_t kRowBlock = 256;
-    Tensor block = empty({std::min(rows, kRowBlock), classes}, {x.dtype(), x.device()});
+    Tensor block = empty({std::min(rows, kRowBlock), classes}, {dtype, x.device()});
     for (std::int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
       const std::int64_t n = std::min(kRowBlock, rows - r0);
       const Tensor block_logits = block.narrow(0, 0, n);
       gemm_into(block_logits, input.narrow(0, r0, n), false, w, true, 1.0);
       backend.cross_entropy_forward(
-          {.dtype = x.dtype(), .rows = n, .cols = classes, .ignore_index = ignore_index},
+          {.dtype = dtype, .rows = n, .cols = classes, .ignore_index = ignore_index},
           block_logits.raw_data(), target_ids + r0,
           static_cast<char*>(row_loss.raw_data()) + r0 * element,
           static_cast<char*>(logsumexp.raw_data()) + r0 * element);
     }
   }
-  Tensor total = empty({}, {x.dtype(), x.device()});
-  backend.sum({.dtype = x.dtype(), .reduced = rows}, row_loss.raw_data(), total.raw_data());
+  Tensor total = empty({}, {dtype, x.device()});
+  backend.sum({.dtype = dtype, .reduced = rows}, row_loss.raw_data(), total.raw_data());
   const double scale = 1.0 / static_cast<double>(counted);
-  Tensor loss = empty({}, {x.dtype(), x.device()});
+  Tensor loss = empty({}, {dtype, x.device()});
   backend.unary(UnaryOp::mul_scalar, arg_of(loss), arg_of(total), scale);
 
   // With alpha = g / count (g read on the host, one scalar), S = diag(row_scale), M = onehot:
@@ -105,17 +112,22 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
            const std::int64_t rows = input.size(0);
            const Tensor counted_alpha = (counted_rows * alpha).view({rows, 1});
            const Tensor scale_rows = row_scale.view({rows, 1});
+           // The (N, d) and (V, d) operands in the gradient's dtype for the elementwise terms (a
+           // no-op unless they are bf16); the GEMMs read the operands' own dtype.
+           const DType dtype = g.dtype(), operands = input.dtype();
+           const Tensor input_values = input.to(dtype);
            Tensor dx, dw;
            if (s.needs_grad(0)) {
-             const Tensor pw = empty(input.shape(), {g.dtype(), g.device()});
+             const Tensor pw = empty(input.shape(), {dtype, g.device()});
              gemm_into(pw, p, false, w, false, alpha);  // alpha P' W
-             dx = pw * scale_rows - index_select(w, 0, safe_ids) * counted_alpha;
+             dx = pw * scale_rows - index_select(w, 0, safe_ids).to(dtype) * counted_alpha;
            }
            if (s.needs_grad(1)) {
-             dw = empty(w.shape(), {g.dtype(), g.device()});
-             gemm_into(dw, p, true, (input * scale_rows).contiguous(), false, alpha);
+             dw = empty(w.shape(), {dtype, g.device()});
+             gemm_into(dw, p, true, (input_values * scale_rows).to(operands).contiguous(), false,
+                       alpha);
              // dW[target] -= alpha x for every counted row (in row order: deterministic).
-             const Tensor minus_rows = (input * -counted_alpha).contiguous();
+             const Tensor minus_rows = (input_values * -counted_alpha).contiguous();
              backend_of(dw).scatter_add_rows(
                  {.dtype = dw.dtype(), .n = rows, .table_rows = w.size(0), .cols = w.size(1)},
                  minus_rows.raw_data(), static_cast<const std::int64_t*>(safe_ids.raw_data()),

@@ -16,7 +16,9 @@
 
 namespace kiln {
 
-// x (N, d), weight (V, d), targets (N) int64 in [0, V) or ignore_index -> 0-dim loss.
+// x (N, d), weight (V, d), targets (N) int64 in [0, V) or ignore_index -> 0-dim loss. With bf16
+// x and weight (or float32 ones under an Autocast to bf16) the logits, the loss and the
+// gradients are float32 and P' is saved in bf16, half the bytes of the step's largest tensor.
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets,
                             std::int64_t ignore_index = -100);
 

@@ -1,6 +1,7 @@
 // matmul: (.., n, k) @ (.., k, m) on the backend's (strided-batched) GEMM.
 #include "core/ops/matmul.h"
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/op_utils.h"
 #include "core/ops/reduction.h"
@@ -62,7 +63,8 @@ void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b) {
   const std::int64_t n = a.size(-2), k = a.size(-1), m = b.size(-1);
   const MatrixLayout la = layout_of(a), lb = layout_of(b);
   GemmArgs args;
-  args.dtype = a.dtype();
+  args.dtype = out.dtype();
+  args.bf16_operands = a.dtype() == DType::bf16;
   args.m = n;
   args.n = m;
   args.k = k;
@@ -93,7 +95,7 @@ Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b) {
   const Shape batch = out_shape;
   out_shape.push_back(n);
   out_shape.push_back(m);
-  Tensor out = empty(out_shape, {a.dtype(), a.device()});
+  Tensor out = empty(out_shape, {compute_dtype(a.dtype()), a.device()});
   if (k == 0) {
     out.zero_();
   } else if (b.dim() == 2 && a.dim() > 2 && a.is_contiguous()) {
@@ -105,10 +107,12 @@ Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b) {
     shape_b.insert(shape_b.end(), {k, m});
     gemm_into(out, a.detach().expand(shape_a), b.detach().expand(shape_b));
   }
-  // dA = dY B^T, dB = A^T dY, summed over broadcast batch dims.
-  record("matmul", out, {a, b}, {a, b}, [](const Tensor& g, const Saved& s) {
+  // dA = dY B^T, dB = A^T dY, summed over broadcast batch dims. With bf16 operands dY is rounded
+  // to bf16 too: the backward's products are bf16 products summed in float32, as the forward's.
+  record("matmul", out, {a, b}, {a, b}, [](const Tensor& dy, const Saved& s) {
     const Tensor& a = s[0];
     const Tensor& b = s[1];
+    const Tensor g = dy.to(a.dtype());
     Tensor grad_a, grad_b;
     if (s.needs_grad(0)) grad_a = sum_to(matmul_2d_or_more(g, b.transpose(-1, -2)), a.shape());
     if (s.needs_grad(1)) {
@@ -125,11 +129,12 @@ Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  check_defined("matmul", a);
-  check_defined("matmul", b);
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  check_defined("matmul", a_in);
+  check_defined("matmul", b_in);
+  const Tensor a = autocast_operand(a_in), b = autocast_operand(b_in);
   check_same_dtype_device("matmul", a, b);
-  check_floating("matmul", a);
+  check_product_operand("matmul", a);
   KILN_CHECK(a.dim() >= 1 && b.dim() >= 1,
              "matmul: both operands need at least one dim, got shapes {} and {}", a.shape(),
              b.shape());

@@ -20,6 +20,11 @@ void check_floating(std::string_view op, const Tensor& t) {
   check_computable(op, t.dtype());
 }
 
+void check_product_operand(std::string_view op, const Tensor& t) {
+  KILN_CHECK(is_floating(t.dtype()), "{}: expected a float32, float64 or bfloat16 tensor, got {}",
+             op, t.dtype());
+}
+
 void check_computable(std::string_view op, DType dtype) {
   KILN_CHECK(!is_storage_only(dtype),
              "{}: {} is not supported yet (kiln only stores and converts it); convert with "

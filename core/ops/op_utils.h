@@ -27,6 +27,8 @@ inline Backend& backend_of(const Tensor& t) { return t.storage()->backend(); }
 void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor& b);
 // Errors unless t has a floating dtype that kernels compute in (float32 or float64).
 void check_floating(std::string_view op, const Tensor& t);
+// Errors unless t is an operand a matrix product takes: float32, float64 or bfloat16.
+void check_product_operand(std::string_view op, const Tensor& t);
 // Errors when no compute kernel supports dtype yet (bfloat16, a storage type).
 void check_computable(std::string_view op, DType dtype);
 // Errors unless t is defined.

@@ -1,6 +1,7 @@
 // bfloat16 on the CUDA backend: the conversion kernels round like core/bf16.h's scalar functions
 // (the CPU backend's), bit for bit, from float32, float64 and int64 and back, contiguous and
-// strided; fill, arange, gather and where keep the bits; ops that compute refuse bf16 by name.
+// strided; fill, arange, gather and where keep the bits; ops that compute refuse bf16 by name;
+// bf16 matrix products (cublasGemmStridedBatchedEx) match the CPU.
 // Poisoning is on: an unwritten element is NaN.
 #include <catch2/catch.hpp>
 
@@ -107,9 +108,54 @@ TEST_CASE("cuda/bf16 fill, arange, copies, gather and where keep the bits", "[cu
 TEST_CASE("cuda/ops that compute refuse bf16 with the op's name", "[cuda][bf16]") {
   if (!cuda_available_or_skip()) return;
   const Tensor b = ones({2, 2}, {DType::bf16, Device::cuda()});
-  REQUIRE_THROWS_WITH(matmul(b, b), Catch::Contains("matmul: bfloat16 is not supported yet"));
   REQUIRE_THROWS_WITH(exp(b), Catch::Contains("exp: bfloat16 is not supported yet"));
   REQUIRE_THROWS_WITH(softmax(b), Catch::Contains("softmax: bfloat16 is not supported yet"));
   REQUIRE_THROWS_WITH(rand({2}, {DType::bf16, Device::cuda()}),
                       Catch::Contains("uniform: bfloat16 is not supported yet"));
+}
+
+TEST_CASE("cuda/bf16 products match the CPU: matmul, linear and the LM head, under autocast",
+          "[cuda][bf16][gemm]") {
+  if (!cuda_available_or_skip()) return;
+  const PoisonScope poison;
+  Generator gen(31);
+  // Both devices sum the same exact bf16 products in float32, in different orders.
+  constexpr double kTolerance = 1e-5;
+  const Mirrored a = mirrored(randn({3, 20, 48}, {}, &gen).to(DType::bf16));
+  const Mirrored b = mirrored(randn({48, 24}, {}, &gen).to(DType::bf16));
+  REQUIRE(relative_error(matmul(a.gpu, b.gpu), matmul(a.cpu, b.cpu)) <= kTolerance);
+  REQUIRE(relative_error(matmul(a.gpu.transpose(-1, -2), a.gpu),
+                         matmul(a.cpu.transpose(-1, -2), a.cpu)) <= kTolerance);
+
+  const Tensor x = randn({40, 48}, {}, &gen), w = randn({24, 48}, {}, &gen) * 0.2;
+  const Tensor bias = randn({24}, {}, &gen), vocab = randn({90, 48}, {}, &gen) * 0.3;
+  const Tensor targets = from_vector<std::int64_t>(std::vector<std::int64_t>(40, 7), {40});
+  struct Result {
+    Tensor y, loss, dx, dw, dbias, dvocab;
+  };
+  const auto run = [&](Device device) {
+    // Fresh leaves on the device (to(Device::cpu()) would return x itself).
+    const auto leaf = [&](const Tensor& t) { return t.to(device).detach().requires_grad_(); };
+    const Tensor xd = leaf(x), wd = leaf(w), bd = leaf(bias), vd = leaf(vocab);
+    Tensor y, loss;
+    {
+      const Autocast bf16(Precision::bf16);
+      y = linear(xd, wd, bd);
+      loss = linear_cross_entropy(xd, vd, targets.to(device)) + sum(y * y) * 1e-3;
+    }
+    loss.backward();
+    return Result{y.detach(), loss.detach(), xd.grad(), wd.grad(), bd.grad(), vd.grad()};
+  };
+  const Result cpu = run(Device::cpu()), gpu = run(Device::cuda());
+  REQUIRE(gpu.y.dtype() == DType::f32);
+  CHECK(relative_error(gpu.y, cpu.y) <= kTolerance);
+  CHECK(relative_error(gpu.loss, cpu.loss) <= kTolerance);
+  CHECK(relative_error(gpu.dw, cpu.dw) <= kTolerance);
+  CHECK(relative_error(gpu.dbias, cpu.dbias) <= kTolerance);
+  // The LM head saves P' = exp(logits - shift) in bf16, each backend with its own shift (and
+  // exp): the two round P' apart, each by at most u = 2^-8 relative, so its gradients (dx gets
+  // one from each head) agree to 2u, not to float32's sums.
+  constexpr double kTwoRoundings = 2.0 / 256.0;
+  CHECK(relative_error(gpu.dx, cpu.dx) <= kTwoRoundings);
+  CHECK(relative_error(gpu.dvocab, cpu.dvocab) <= kTwoRoundings);
 }

@@ -1,5 +1,6 @@
-// The emulator's stand-ins for cuBLAS and CUB: column-major products with cuBLAS's argument
-// checks and status codes, C not read when beta is 0 (so fresh NaN memory does not leak into the
+// The emulator's stand-ins for cuBLAS and CUB: column-major products (float32, float64, and bf16
+// operands with float32 C in cublasGemmStridedBatchedEx) with cuBLAS's argument checks and status
+// codes, C not read when beta is 0 (so fresh NaN memory does not leak into the
 // result), A and B not read when alpha is 0; an operand beyond its allocation stops the call.
 // SortPairs: the size query, a stable sort by the key bits asked for, inputs untouched, and too
 // little temporary storage refused.
@@ -63,6 +64,25 @@ TEST_CASE("emulator/cublasDgemmStridedBatched multiplies each matrix of a batch"
                                     1, b.get(), 1, 0, &zero, c.get(), 1, 1,
                                     2) == CUBLAS_STATUS_SUCCESS);
   REQUIRE(c.to_host() == std::vector<double>{10, 15});
+}
+
+TEST_CASE("emulator/cublasGemmStridedBatchedEx: bf16 A and B, float32 C, and no other mixture",
+          "[emulator]") {
+  const Handle h;
+  // bf16 bits: 1.5 = 0x3fc0, 2 = 0x4000, -0.25 = 0xbe80, 3 = 0x4040 (exact in bf16).
+  const DeviceBuffer<std::uint16_t> a(std::vector<std::uint16_t>{0x3fc0, 0x4000});  // 1 x 2
+  const DeviceBuffer<std::uint16_t> b(std::vector<std::uint16_t>{0xbe80, 0x4040});  // 2 x 1
+  const DeviceBuffer<float> c(1);
+  const float one = 1.0f, zero = 0.0f;
+  const auto ex = [&](cudaDataType_t ab, cudaDataType_t c_type, cublasComputeType_t compute) {
+    return cublasGemmStridedBatchedEx(h.handle, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 2, &one, a.get(),
+                                      ab, 1, 2, b.get(), ab, 2, 2, &zero, c.get(), c_type, 1, 1, 1,
+                                      compute, CUBLAS_GEMM_DEFAULT);
+  };
+  REQUIRE(ex(CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(c.to_host() == std::vector<float>{1.5f * -0.25f + 2.0f * 3.0f});
+  REQUIRE(ex(CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F) == CUBLAS_STATUS_NOT_SUPPORTED);
+  REQUIRE(ex(CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_64F) == CUBLAS_STATUS_NOT_SUPPORTED);
 }
 
 TEST_CASE("emulator/cuBLAS's argument checks return its status codes", "[emulator]") {

@@ -10,10 +10,12 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "core/bf16.h"
 #include "core/cuda/emulator/include/cublas_api.h"
 #include "core/cuda/emulator/memory.h"
 #include "core/cuda/emulator/report.h"
@@ -60,10 +62,23 @@ void check_operand(const char* call, const char* name, const T* p, int rows, int
                       call, name, rows, cols, ld, count, stride, *problem));
 }
 
-template <typename T>
+// An element of A or B as the arithmetic type T: bf16 widened exactly, float and double as they
+// are.
+template <typename T, typename Operand>
+T operand_value(Operand x) {
+  if constexpr (std::is_same_v<Operand, kiln::bf16>) {
+    return kiln::to_float(x);
+  } else {
+    return x;
+  }
+}
+
+// A and B hold Operand, C and the arithmetic are T (cublasGemmEx's types: float32 or float64 for
+// all, or bf16 A and B with float32 C and compute).
+template <typename Operand, typename T>
 cublasStatus_t gemm(const char* call, cublasHandle_t handle, cublasOperation_t transa,
-                    cublasOperation_t transb, int m, int n, int k, const T* alpha, const T* A,
-                    int lda, long long stride_a, const T* B, int ldb, long long stride_b,
+                    cublasOperation_t transb, int m, int n, int k, const T* alpha, const Operand* A,
+                    int lda, long long stride_a, const Operand* B, int ldb, long long stride_b,
                     const T* beta, T* C, int ldc, long long stride_c, int batch) {
   const Lock lock(runtime_lock());
   if (!valid(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -88,20 +103,20 @@ cublasStatus_t gemm(const char* call, cublasHandle_t handle, cublasOperation_t t
   const DeviceAccess access;
   std::vector<T> a_rows(static_cast<std::size_t>(m) * k), b_column(k);
   for (int i = 0; i < batch; ++i) {
-    const T* a = A + stride_a * i;
-    const T* b = B + stride_b * i;
+    const Operand* a = A + stride_a * i;
+    const Operand* b = B + stride_b * i;
     T* c = C + stride_c * i;
     // op(A) row by row, so each dot product reads contiguous memory.
     if (reads_ab)
       for (int r = 0; r < m; ++r)
         for (int p = 0; p < k; ++p)
-          a_rows[static_cast<std::size_t>(r) * k + p] =
-              ta ? a[static_cast<long long>(r) * lda + p] : a[static_cast<long long>(p) * lda + r];
+          a_rows[static_cast<std::size_t>(r) * k + p] = operand_value<T>(
+              ta ? a[static_cast<long long>(r) * lda + p] : a[static_cast<long long>(p) * lda + r]);
     for (int col = 0; col < n; ++col) {
       if (reads_ab)
         for (int p = 0; p < k; ++p)
-          b_column[p] = tb ? b[static_cast<long long>(p) * ldb + col]
-                           : b[static_cast<long long>(col) * ldb + p];
+          b_column[p] = operand_value<T>(tb ? b[static_cast<long long>(p) * ldb + col]
+                                            : b[static_cast<long long>(col) * ldb + p]);
       T* c_column = c + static_cast<long long>(col) * ldc;
       for (int r = 0; r < m; ++r) {
         T dot = T(0);
@@ -250,6 +265,37 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          long long strideC, int batchCount) {
   return gemm("cublasDgemmStridedBatched", handle, transa, transb, m, n, k, alpha, A, lda, strideA,
               B, ldb, strideB, beta, C, ldc, strideC, batchCount);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void* alpha, const void* A, cudaDataType_t Atype,
+                                          int lda, long long strideA, const void* B,
+                                          cudaDataType_t Btype, int ldb, long long strideB,
+                                          const void* beta, void* C, cudaDataType_t Ctype, int ldc,
+                                          long long strideC, int batchCount,
+                                          cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  constexpr const char* call = "cublasGemmStridedBatchedEx";
+  (void)algo;  // a hint to cuBLAS; the emulator has one algorithm
+  const auto types = [&](cudaDataType_t ab, cudaDataType_t c, cublasComputeType_t compute) {
+    return Atype == ab && Btype == ab && Ctype == c && computeType == compute;
+  };
+  if (types(CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F))
+    return gemm(call, handle, transa, transb, m, n, k, static_cast<const float*>(alpha),
+                static_cast<const kiln::bf16*>(A), lda, strideA, static_cast<const kiln::bf16*>(B),
+                ldb, strideB, static_cast<const float*>(beta), static_cast<float*>(C), ldc, strideC,
+                batchCount);
+  if (types(CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F))
+    return gemm(call, handle, transa, transb, m, n, k, static_cast<const float*>(alpha),
+                static_cast<const float*>(A), lda, strideA, static_cast<const float*>(B), ldb,
+                strideB, static_cast<const float*>(beta), static_cast<float*>(C), ldc, strideC,
+                batchCount);
+  if (types(CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F))
+    return gemm(call, handle, transa, transb, m, n, k, static_cast<const double*>(alpha),
+                static_cast<const double*>(A), lda, strideA, static_cast<const double*>(B), ldb,
+                strideB, static_cast<const double*>(beta), static_cast<double*>(C), ldc, strideC,
+                batchCount);
+  return CUBLAS_STATUS_NOT_SUPPORTED;  // a type combination the emulator does not compute
 }
 
 }  // extern "C"

@@ -1,9 +1,13 @@
 // kiln's CUDA emulator: the cuBLAS calls kiln makes, computed on the CPU (core/cuda/emulator/
 // cublas.cpp). Column-major, with cuBLAS's argument checks and status codes; C is not read when
 // beta is 0. The math mode is recorded but TF32 is not emulated: products are plain FP32/FP64.
+// cublasGemmStridedBatchedEx takes float32 or float64 throughout, or bf16 A and B with float32
+// C and compute: each bf16 product is exact in float32, so only the order of the sums (here
+// increasing k) differs from a GPU's tensor cores.
 #pragma once
 
 #include "core/cuda/emulator/include/cuda_runtime_api.h"
+#include "core/cuda/emulator/include/library_types.h"
 
 typedef struct cublasContext* cublasHandle_t;
 
@@ -29,6 +33,10 @@ enum cublasMath_t {
 };
 
 enum cublasAtomicsMode_t { CUBLAS_ATOMICS_NOT_ALLOWED = 0, CUBLAS_ATOMICS_ALLOWED = 1 };
+
+enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_64F = 70 };
+
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 };
 
 extern "C" {
 
@@ -60,5 +68,13 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          long long strideA, const double* B, int ldb,
                                          long long strideB, const double* beta, double* C, int ldc,
                                          long long strideC, int batchCount);
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void* alpha, const void* A, cudaDataType_t Atype,
+                                          int lda, long long strideA, const void* B,
+                                          cudaDataType_t Btype, int ldb, long long strideB,
+                                          const void* beta, void* C, cudaDataType_t Ctype, int ldc,
+                                          long long strideC, int batchCount,
+                                          cublasComputeType_t computeType, cublasGemmAlgo_t algo);
 
 }  // extern "C"

@@ -1,0 +1,51 @@
+// Mixed precision for a training or evaluation loop, as PyTorch's autocast: while an Autocast for
+// Precision::bf16 is alive on a thread, the matrix products (matmul, linear and the LM head's
+// linear_cross_entropy) cast their float32 operands to bf16, sum the products in float32 and
+// return float32; what they save for backward is bf16, half the bytes. Everything else computes
+// in float32 as before (docs/mixed-precision.md has the table). The weights, their gradients and
+// the optimizer's state stay float32: a bf16 copy of a weight is made for each product and its
+// gradient flows back to the float32 weight (a bf16 tensor's gradient is float32, core/dtype.h).
+//
+//   {
+//     kiln::Autocast mixed(kiln::Precision::bf16);
+//     loss = model.loss(ids, targets);
+//   }
+//   loss.backward();   // replays the products on the bf16 operands saved by the forward
+//   optimizer.step();  // float32 master weights
+//
+// backward() runs with autocast off: each product's backward follows the dtypes it saved.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+enum class Precision : std::uint8_t { f32, bf16 };
+
+// "f32" or "bf16" (an error naming the value otherwise), and back.
+Precision parse_precision(std::string_view name);
+std::string_view precision_name(Precision precision);
+
+// Sets this thread's autocast precision for its lifetime, then restores the previous one.
+class Autocast {
+ public:
+  explicit Autocast(Precision precision);
+  ~Autocast();
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  Precision previous_;
+};
+
+// This thread's autocast precision (Precision::f32 outside any Autocast).
+Precision autocast_precision();
+
+// The operand a matrix product uses for t: t cast to bf16 (a differentiable copy) when t is
+// float32 and this thread autocasts to bf16, else t itself.
+Tensor autocast_operand(const Tensor& t);
+
+}  // namespace kiln
