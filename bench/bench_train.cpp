@@ -1,9 +1,12 @@
 // bench_train: tokens/s of complete training steps (forward, backward, gradient clipping, Adam)
 // for the default model and large-cpu, on random token ids (the speed does not depend on the
 // data). Prints the median over several windows after a warm-up, the model arithmetic rate,
-// the peak resident memory, and with --profile the share of the step per op family.
+// the peak resident memory and the peak bytes of live tensors, and with --profile the share of
+// the step per op family. --precision bf16 runs the forward under kiln::Autocast (bf16 matrix
+// products, docs/mixed-precision.md).
 //
 //   build/bench/bench_train --config default --threads 2 --profile
+//   build/bench/bench_train --config default --precision bf16
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/backend.h"
 #include "core/kiln.h"
 #include "core/profiler.h"
 #include "nn/transformer_lm.h"
@@ -69,7 +73,7 @@ double peak_rss_mb() {
 
 int main(int argc, char** argv) {
   CLI::App app{"bench_train: tokens/s of complete training steps"};
-  std::string config_name = "default";
+  std::string config_name = "default", precision_name = "f32";
   int threads = 2, warmup = 3, windows = 5, steps_per_window = 4;
   bool profile_steps = false;
   app.add_option("--config", config_name, "default or large-cpu")->capture_default_str();
@@ -79,9 +83,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--steps", steps_per_window, "steps per window")->capture_default_str();
   app.add_flag("--profile", profile_steps, "print the share of the step per op family");
+  app.add_option("--precision", precision_name, "f32 or bf16 (the matrix products)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(threads);
+    const Precision precision = parse_precision(precision_name);
     const BenchConfig c = config_named(config_name);
     std::printf("%s\n", environment_summary().c_str());
     manual_seed(1);
@@ -110,7 +117,11 @@ int main(int argc, char** argv) {
     auto step = [&] {
       const Tensor inputs = random_ids(), targets = random_ids();
       optimizer.zero_grad();
-      const Tensor loss = model.loss(inputs, targets);
+      Tensor loss;
+      {
+        const Autocast mixed(precision);
+        loss = model.loss(inputs, targets);
+      }
       loss.backward();
       optimizer.step(clip_scale(grad_norm(optimizer.parameters()), 1.0));
       last_loss = loss.item<double>();
@@ -131,10 +142,11 @@ int main(int argc, char** argv) {
     std::sort(rates.begin(), rates.end());
     const double median = rates[rates.size() / 2];
     std::printf(
-        "RESULT config %s threads %d train_tokens_per_sec %.1f ms_per_step %.1f "
-        "model_gflops %.1f peak_rss_mb %.0f\n",
-        config_name.c_str(), threads, median, 1e3 * c.batch * c.seq_len / median,
-        median * flops * 1e-9, peak_rss_mb());
+        "RESULT config %s precision %s threads %d train_tokens_per_sec %.1f ms_per_step %.1f "
+        "model_gflops %.1f peak_rss_mb %.0f peak_tensor_mb %.0f\n",
+        config_name.c_str(), precision_name.c_str(), threads, median,
+        1e3 * c.batch * c.seq_len / median, median * flops * 1e-9, peak_rss_mb(),
+        static_cast<double>(backend_for(Device::cpu()).peak_bytes_in_use()) / (1 << 20));
     if (profile_steps) {
       const auto totals = profile::totals();
       std::printf("profile over %d steps (%.2f s):\n", windows * steps_per_window, timed_seconds);

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "core/autocast.h"
 #include "core/build_info.h"
 #include "core/threads.h"
 #include "data/corpus.h"
@@ -40,7 +41,7 @@ namespace {
 int eval(int argc, char** argv) {
   install_stop_handlers();
   CLI::App app{"eval_ppl: perplexity of a train_lm checkpoint on the valid or test split"};
-  std::string checkpoint_path, data, split = "valid", device_text = "cpu";
+  std::string checkpoint_path, data, split = "valid", device_text = "cpu", precision;
   std::int64_t batch_size = 10, seq_len = 0, stride = 0;
   int threads = 0;
   app.add_option("--checkpoint", checkpoint_path, "the checkpoint (e.g. runs/lm.best.safetensors)")
@@ -64,6 +65,10 @@ int eval(int argc, char** argv) {
                   thread_flag_range("the checkpoint's count, which reproduces train_lm's numbers "
                                     "bit for bit"));
   app.add_option("--device", device_text, "cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--precision", precision,
+                 "the matrix products: f32, or bf16 operands with float32 sums (default: the "
+                 "checkpoint's training precision, which reproduces train_lm's numbers)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   CLI11_PARSE(app, argc, argv);
 
   const std::string dir = resolve_data_dir(data.empty() ? std::nullopt : std::optional(data));
@@ -79,6 +84,8 @@ int eval(int argc, char** argv) {
              checkpoint_path);
   KILN_CHECK(T <= ckpt.config.max_seq_len, "--seq-len {} exceeds the model's max_seq_len {}", T,
              ckpt.config.max_seq_len);
+  if (precision.empty())
+    precision = train_entry != ckpt.metadata.end() ? saved_precision(train_entry->second) : "f32";
   const std::int64_t S = stride > 0 ? stride : T;
   KILN_CHECK(S <= T, "--stride {}: expected an integer in [1, {}] (the window length)", stride, T);
   const Device device = device_from_flag(device_text);
@@ -90,9 +97,9 @@ int eval(int argc, char** argv) {
 
   const auto model = lm::load_model(ckpt, device);
   const auto step = ckpt.metadata.find("step");
-  fmt::print("checkpoint {}: step {} | {} parameters | vocab {} | T {}\n", checkpoint_path,
-             step != ckpt.metadata.end() ? step->second : "?", model->num_parameters(),
-             ckpt.vocabulary.size(), T);
+  fmt::print("checkpoint {}: step {} | {} parameters | vocab {} | T {} | precision {}\n",
+             checkpoint_path, step != ckpt.metadata.end() ? step->second : "?",
+             model->num_parameters(), ckpt.vocabulary.size(), T, precision);
   const TokenStream text =
       tokenize_file_fixed(std::filesystem::path(dir) / (split + ".txt"), ckpt.vocabulary);
   fmt::print("data {}/{}.txt: {} tokens | {} words not in the vocabulary read as <unk>\n", dir,
@@ -121,7 +128,10 @@ int eval(int argc, char** argv) {
     fmt::print("{} ppl{} {}\n", split, suffix, lm::format_ppl(r.loss));
     return true;
   };
-  const lm::EvalOptions options{.batch_size = batch_size, .seq_len = T, .cancelled = cancelled};
+  const lm::EvalOptions options{.batch_size = batch_size,
+                                .seq_len = T,
+                                .precision = parse_precision(precision),
+                                .cancelled = cancelled};
   if (!report(lm::evaluate(*model, text.ids, options), "")) return 1;
   if (S < T) {
     lm::EvalOptions sliding = options;

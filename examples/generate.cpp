@@ -20,8 +20,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "core/autocast.h"
 #include "core/threads.h"
 #include "examples/common/flags.h"
+#include "examples/common/options.h"
 #include "examples/common/program.h"
 #include "lm/generator.h"
 #include "lm/transformer_checkpoint.h"
@@ -38,6 +40,7 @@ struct Flags {
   lm::SamplingOptions sampling;
   std::uint64_t seed = 0;
   std::string device = "cpu";
+  std::string precision;  // "": the checkpoint's training precision
   int threads = 0;
   bool no_cache = false;
   bool bench = false;
@@ -102,6 +105,13 @@ void run(const Flags& flags, bool sampling_flags_given) {
   const std::unique_ptr<nn::TransformerLM> model = lm::load_model(ckpt, device);
   const Vocabulary& vocab = ckpt.vocabulary;
   const std::int64_t max_len = ckpt.config.max_seq_len;
+  const auto train_entry = ckpt.metadata.find("train");
+  const std::string precision = !flags.precision.empty() ? flags.precision
+                                : train_entry != ckpt.metadata.end()
+                                    ? saved_precision(train_entry->second)
+                                    : "f32";
+  // Every forward pass of the generation runs on this thread, under this precision.
+  const Autocast mixed(parse_precision(precision));
 
   const lm::EncodedText text = lm::encode_words(flags.prompt, vocab, "--prompt");
   lm::warn_unknown_words(text, "generate");
@@ -187,6 +197,10 @@ int main(int argc, char** argv) {
   app.add_flag("--greedy", flags.sampling.greedy,
                "always pick the most probable token (no sampling)");
   app.add_option("--device", flags.device, "cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--precision", flags.precision,
+                 "the matrix products: f32, or bf16 operands with float32 sums (default: the "
+                 "checkpoint's training precision)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   add_number_flag(app, "--threads", flags.threads, "CPU threads",
                   thread_flag_range("OpenMP's default, every core"));
   app.add_flag("--no-cache", flags.no_cache,

@@ -85,6 +85,7 @@ EvalResult evaluate(nn::LanguageModel& model, const std::vector<std::int64_t>& t
 
   EvalModeGuard eval_mode(model);
   NoGradGuard no_grad;
+  const Autocast mixed(options.precision);
   const std::vector<Forward> forwards = plan_forwards(B, T, S, R);
   // Each forward's summed loss, computed by the rank it is dealt to (round robin) and 0 on the
   // others, so that the rank-ordered sum over ranks is that value exactly (x + 0 = x).

@@ -17,15 +17,17 @@
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "dist/communicator.h"
 #include "nn/language_model.h"
 
 namespace kiln::lm {
 
 struct EvalOptions {
-  std::int64_t batch_size = 10;  // B
-  std::int64_t seq_len = 0;      // T, the training window length
-  std::int64_t stride = 0;       // S in [1, T]; 0 means T (non-overlapping windows)
+  std::int64_t batch_size = 10;          // B
+  std::int64_t seq_len = 0;              // T, the training window length
+  std::int64_t stride = 0;               // S in [1, T]; 0 means T (non-overlapping windows)
+  Precision precision = Precision::f32;  // the matrix products' (core/autocast.h)
   // Polled between forward passes; returning true abandons the evaluation (a signal asked to
   // stop). Not polled with several ranks: they finish together.
   std::function<bool()> cancelled;

@@ -54,8 +54,8 @@ std::vector<float> Generator::run(const std::vector<std::int64_t>& ids, bool use
 }
 
 std::vector<std::int64_t> Generator::generate(std::span<const std::int64_t> prompt, std::int64_t n,
-                                               const SamplingOptions& options, kiln::Generator& rng,
-                                          const std::function<void(std::int64_t)>& on_token) {
+                                              const SamplingOptions& options, kiln::Generator& rng,
+                                              const std::function<void(std::int64_t)>& on_token) {
   KILN_CHECK(n >= 0, "generate: the number of tokens must be >= 0, got {}", n);
   validate(options);
   std::vector<std::int64_t> tokens;

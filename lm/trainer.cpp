@@ -59,8 +59,9 @@ bool weights_finite(const nn::Module& model) {
 // The loss of the model (in eval mode, without autograd or dropout draws, so a resumed run stays
 // bit-exact) on one batch: a check that the weights are usable, since finite weights can still
 // overflow a forward pass (weights of 1e30 after one step at --lr 1e30).
-double probe_loss(nn::LanguageModel& model, const Batch& batch) {
+double probe_loss(nn::LanguageModel& model, const Batch& batch, Precision precision) {
   NoGradGuard no_grad;
+  const Autocast mixed(precision);
   model.eval();
   const double loss = model.loss(batch.inputs, batch.targets).item<double>();
   model.train();
@@ -280,7 +281,11 @@ StepRecord Trainer::step() {
   for (std::int64_t i = first; i < last; ++i) {
     if (world_ > 1) gen.set_state(gen.seed(), draws_start[i]);
     const Batch batch = window(i);
-    const Tensor loss = model_.loss(batch.inputs, batch.targets);
+    Tensor loss;
+    {
+      const Autocast mixed(options_.precision);
+      loss = model_.loss(batch.inputs, batch.targets);
+    }
     (n == 1 ? loss : loss * (1.0 / static_cast<double>(n))).backward();
     losses[i] = loss.item<double>();
   }
@@ -359,6 +364,7 @@ StepRecord Trainer::step() {
 EvalOptions Trainer::eval_options() const {
   return {.batch_size = options_.eval_batch_size,
           .seq_len = options_.seq_len,
+          .precision = options_.precision,
           .cancelled = world_ == 1 ? options_.stop_requested : std::function<bool()>(),
           .communicator = world_ == 1 ? nullptr : options_.communicator};
 }
@@ -407,7 +413,7 @@ void Trainer::save() {
   KILN_CHECK(weights_finite(model_),
              "step {}: the weights are not finite; {} keeps its last good state", state_.step,
              options_.save);
-  const double probe = probe_loss(model_, probe_batch_);
+  const double probe = probe_loss(model_, probe_batch_, options_.precision);
   KILN_CHECK(std::isfinite(probe),
              "step {}: the weights give a loss of {} on the first training window; {} keeps "
              "its last good state. Lower --lr",

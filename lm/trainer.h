@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "data/batches.h"
 #include "data/corpus.h"
 #include "dist/communicator.h"
@@ -51,6 +52,9 @@ struct TrainerOptions {
   double clip = 1.0;            // global gradient-norm clip; 0: off
   bool shuffle = false;         // a shuffled window order each epoch
   bool skip_nonfinite = false;  // skip a non-finite step's update instead of stopping
+  // The matrix products' precision in every forward pass (core/autocast.h): with bf16 the
+  // weights, gradients and optimizer state stay float32 (docs/mixed-precision.md).
+  Precision precision = Precision::f32;
   // The learning rate: step_size 0 means a third of the decay steps; decay_steps 0 means
   // epochs × steps per epoch, else steps (a resumed run keeps the saved length unless given).
   ScheduleConfig schedule{.step_size = 0};

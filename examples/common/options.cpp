@@ -30,6 +30,8 @@ struct Field {
   const char* help;
   std::initializer_list<const char*> choices = {};
   FlagRange range = {};  // numeric settings only (examples/common/flags.h)
+  // A string setting added after checkpoints were written without it: their value.
+  const char* unsaved = nullptr;
 };
 
 // The flag rule of a model field (nn/config_fields.h).
@@ -137,6 +139,13 @@ void for_each_saved(Options& o, F&& f) {
   f(Field{"--skip-nonfinite", training,
           "skip the update of a step whose loss or gradient norm is not finite (default: stop)"},
     o.skip_nonfinite);
+  f(Field{.flag = "--precision",
+          .kind = training,
+          .help = "the matrix products: f32, or bf16 operands with float32 sums; weights, "
+                  "gradients and optimizer state stay float32 (docs/mixed-precision.md)",
+          .choices = {"f32", "bf16"},
+          .unsaved = "f32"},
+    o.precision);
 }
 
 // The numeric run-control settings (never saved), in --help order.
@@ -327,14 +336,16 @@ std::vector<std::string> merge_saved_options(TrainOptions& o,
     using T = std::remove_reference_t<decltype(member)>;
     const std::string key = key_of(field.flag);
     const auto it = saved.find(key);
-    KILN_CHECK(it != saved.end(), "{}: the saved training settings lack '{}'", source, key);
-    const T value = saved_value<T>(*it, field, key, source);
+    KILN_CHECK(it != saved.end() || field.unsaved != nullptr,
+               "{}: the saved training settings lack '{}'", source, key);
+    const nlohmann::json entry = it != saved.end() ? *it : nlohmann::json(field.unsaved);
+    const T value = saved_value<T>(entry, field, key, source);
     if (!given(field.flag)) {
       member = value;
       return;
     }
     if (member == value) return;
-    const std::string mine = nlohmann::json(member).dump(), theirs = it->dump();
+    const std::string mine = nlohmann::json(member).dump(), theirs = entry.dump();
     KILN_CHECK(field.kind != Kind::fixed,
                "{} {} disagrees with the checkpoint's {} ({}): drop the flag to continue that "
                "run, or start a new one without --resume",
@@ -352,6 +363,15 @@ std::int64_t saved_seq_len(std::string_view saved_json) {
   if (!saved.is_object()) return 0;
   const auto it = saved.find("seq_len");
   return it != saved.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
+}
+
+std::string saved_precision(std::string_view saved_json) {
+  const nlohmann::json saved = nlohmann::json::parse(saved_json, nullptr, false);
+  if (!saved.is_object()) return "f32";
+  const auto it = saved.find("precision");
+  return it != saved.end() && it->is_string() && (*it == "f32" || *it == "bf16")
+             ? it->get<std::string>()
+             : "f32";
 }
 
 }  // namespace kiln

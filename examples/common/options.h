@@ -74,6 +74,7 @@ struct TrainOptions {
   std::int64_t eval_every = 500;
   std::int64_t eval_batch_size = 10;
   bool skip_nonfinite = false;
+  std::string precision = "f32";  // f32 or bf16 (core/autocast.h)
 };
 
 // Registers every flag on app, bound to options' members, with its default in --help.
@@ -102,5 +103,8 @@ std::vector<std::string> merge_saved_options(TrainOptions& options,
 
 // The training window length T a checkpoint's "train" entry records, or 0 if it has none.
 std::int64_t saved_seq_len(std::string_view saved_json);
+// The --precision recorded in the same JSON: "f32" or "bf16"; "f32" when absent (checkpoints
+// written before the flag) or not one of them.
+std::string saved_precision(std::string_view saved_json);
 
 }  // namespace kiln

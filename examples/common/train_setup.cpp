@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/autocast.h"
 #include "core/generator.h"
 #include "core/host_memory.h"
 #include "nn/transformer_layout.h"
@@ -97,6 +98,7 @@ lm::TrainerOptions trainer_options(const TrainOptions& o, Device device, int thr
           .clip = o.clip,
           .shuffle = o.shuffle,
           .skip_nonfinite = o.skip_nonfinite,
+          .precision = parse_precision(o.precision),
           .schedule = {.kind = parse_schedule_kind(o.schedule),
                        .lr = o.lr,
                        .warmup_steps = o.warmup,
@@ -134,11 +136,11 @@ void print_training(const lm::Trainer& trainer, const TrainOptions& o, std::stri
   const lm::TrainState& state = trainer.state();
   fmt::print(
       "training: {} lr {} | {} schedule (warm-up {}, decay steps {}) | B {} x T {} x {} "
-      "| {} steps per epoch | clip {} | device {} | stop at: steps {} epochs {} time "
-      "budget {}s\n",
+      "| {} steps per epoch | clip {} | device {} | precision {} | stop at: steps {} epochs {} "
+      "time budget {}s\n",
       optimizer, o.lr, o.schedule, o.warmup, state.decay_steps, o.batch_size, o.seq_len,
-      o.grad_accum, trainer.steps_per_epoch(), o.clip, trainer.options().device, o.steps, o.epochs,
-      o.time_budget);
+      o.grad_accum, trainer.steps_per_epoch(), o.clip, trainer.options().device, o.precision,
+      o.steps, o.epochs, o.time_budget);
   if (trainer.world_size() > 1)
     fmt::print("data parallel: {} ranks, each {} of the step's {} windows\n", trainer.world_size(),
                o.grad_accum, o.grad_accum * trainer.world_size());
