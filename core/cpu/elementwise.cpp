@@ -1,6 +1,9 @@
 // CPU elementwise kernels: fill, arange, copy (with dtype conversion), unary, binary, where.
 // The inner loops have a contiguous fast path that the compiler vectorises.
+#include <type_traits>
+
 #include "core/convert.h"
+#include "core/cpu/bf16_runs.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/strided_loop.h"
 #include "core/elementwise_math.h"
@@ -46,17 +49,22 @@ void CpuBackend::copy(const TensorArg& out, const TensorArg& in) {
       using From = decltype(in_tag);
       To* o = typed<To>(out);
       const From* x = typed<From>(in);
-      for_each_run<2>(out.sizes, {&out.strides, &in.strides},
-                      [&](std::int64_t n, auto off, auto st) {
-                        To* p = o + off[0];
-                        const From* q = x + off[1];
-                        if (st[0] == 1 && st[1] == 1) {
-                          for (std::int64_t i = 0; i < n; ++i) p[i] = convert<To>(q[i]);
-                        } else {
-                          for (std::int64_t i = 0; i < n; ++i)
-                            p[i * st[0]] = convert<To>(q[i * st[1]]);
-                        }
-                      });
+      for_each_run<2>(
+          out.sizes, {&out.strides, &in.strides}, [&](std::int64_t n, auto off, auto st) {
+            To* p = o + off[0];
+            const From* q = x + off[1];
+            if (st[0] == 1 && st[1] == 1) {
+              if constexpr (std::is_same_v<To, bf16> && std::is_same_v<From, float>) {
+                round_to_bf16_run(q, p, n);
+              } else if constexpr (std::is_same_v<To, float> && std::is_same_v<From, bf16>) {
+                widen_bf16_run(q, p, n);
+              } else {
+                for (std::int64_t i = 0; i < n; ++i) p[i] = convert<To>(q[i]);
+              }
+            } else {
+              for (std::int64_t i = 0; i < n; ++i) p[i * st[0]] = convert<To>(q[i * st[1]]);
+            }
+          });
     });
   });
 }

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <type_traits>
 
+#include "core/cpu/bf16_runs.h"
 #include "core/cpu/blas_library.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/parallel.h"
@@ -113,9 +114,8 @@ class Widened {
     floats_ = static_cast<float*>(cpu_backend().allocate(nbytes_));
     const auto* source = static_cast<const bf16*>(data);
     parallel_tasks(count * rows, count * rows * cols, [&](std::int64_t row) {
-      const bf16* from = source + (row / rows) * stride + (row % rows) * ld;
-      float* to = floats_ + row * cols;
-      for (std::int64_t c = 0; c < cols; ++c) to[c] = to_float(from[c]);
+      widen_bf16_run(source + (row / rows) * stride + (row % rows) * ld, floats_ + row * cols,
+                     cols);
     });
   }
   ~Widened() { cpu_backend().deallocate(floats_, nbytes_); }
@@ -132,10 +132,11 @@ class Widened {
   float* floats_ = nullptr;
 };
 
-// Rows of op(A) widened per block in a single bf16 product: a block of at most this many floats,
+// Rows of op(A) widened per block in a single bf16 product: a block of at most this many floats
+// (32 MB; smaller blocks make the BLAS calls too thin to run at full speed),
 // so that a large A (the (N, V) softmax of the LM head) is never held in float32 whole, which
 // would undo the memory that keeping it in bf16 saves.
-constexpr std::int64_t kWidenedBlockFloats = std::int64_t{1} << 21;
+constexpr std::int64_t kWidenedBlockFloats = std::int64_t{1} << 23;
 
 // C (float32) from bf16 A and B: the float32 GEMM of their exact float32 values. B is widened
 // whole; A whole in a batch, else a block of rows of C at a time (each block's sums are those of

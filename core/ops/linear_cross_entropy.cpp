@@ -1,5 +1,7 @@
 #include "core/ops/linear_cross_entropy.h"
 
+#include <algorithm>
+
 #include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
@@ -26,6 +28,9 @@ void gemm_into(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, 
   g.alpha = alpha;
   if (g.m > 0 && g.n > 0) backend_of(c).gemm(g);
 }
+
+// With bf16 operands the logits pass through a float32 buffer of at most this many elements.
+constexpr std::int64_t kRoundedBlockFloats = std::int64_t{1} << 23;
 
 }  // namespace
 
@@ -70,14 +75,29 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
     const Tensor counted_mask = ne(ids, ignore);
     counted_rows = counted_mask.to(dtype);
     safe_ids = where(counted_mask, ids, zeros({}, {DType::i64, ids.device()}));
-    logits = empty({rows, classes}, {dtype, x.device()});
+    logits = empty({rows, classes}, {x.dtype(), x.device()});
     row_scale = empty({rows}, {dtype, x.device()});
-    gemm_into(logits, input, false, w, true, 1.0);  // X W^T
-    backend.cross_entropy_forward_exp(
-        {.dtype = dtype, .rows = rows, .cols = classes, .ignore_index = ignore_index},
-        logits.raw_data(), target_ids, row_loss.raw_data(), logsumexp.raw_data(),
-        row_scale.raw_data());
-    logits = logits.to(x.dtype());
+    // float32 and float64: the GEMM writes the logits in place and one pass turns them into P'.
+    // bf16: a block of rows at a time through a float32 buffer, rounded into the bf16 P', so that
+    // no (N, V) float32 tensor ever exists beside it (the rows are independent: the same values).
+    const bool rounded = x.dtype() != dtype;
+    const std::int64_t block_rows =
+        rounded ? std::clamp<std::int64_t>(kRoundedBlockFloats / std::max<std::int64_t>(classes, 1),
+                                           1, std::max<std::int64_t>(rows, 1))
+                : rows;
+    const Tensor block = rounded ? empty({block_rows, classes}, {dtype, x.device()}) : logits;
+    for (std::int64_t r0 = 0; r0 < rows; r0 += block_rows) {
+      const std::int64_t n = std::min(block_rows, rows - r0);
+      const Tensor block_logits = block.narrow(0, 0, n);
+      gemm_into(block_logits, input.narrow(0, r0, n), false, w, true, 1.0);  // X W^T
+      backend.cross_entropy_forward_exp(
+          {.dtype = dtype, .rows = n, .cols = classes, .ignore_index = ignore_index},
+          block_logits.raw_data(), target_ids + r0,
+          static_cast<char*>(row_loss.raw_data()) + r0 * element,
+          static_cast<char*>(logsumexp.raw_data()) + r0 * element,
+          static_cast<char*>(row_scale.raw_data()) + r0 * element);
+      if (rounded) backend.copy(arg_of(logits.narrow(0, r0, n)), arg_of(block_logits));
+    }
   } else {
     // Without a gradient the logits are only read once more: compute them a block of rows at a
     // time into one buffer that stays in cache, instead of an (N, V) tensor.

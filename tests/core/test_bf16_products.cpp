@@ -68,11 +68,11 @@ TEST_CASE("bf16 matmul equals the float32 matmul of the widened operands, bit fo
     REQUIRE_EXACT(matmul(at.t(), b.select(0, 0)), matmul(widened(at).t(), widened(b.select(0, 0))));
   }
   SECTION("a large op(A), widened a block of rows at a time") {
-    // k = 40000: blocks of 64 rows of op(A), so 130 rows take three blocks.
-    const Tensor big = rounded(randn({130, 40000}, {}, &gen));
-    const Tensor right = rounded(randn({40000, 3}, {}, &gen));
+    // k = 70000: blocks of 2^23 / k = 119 rows of op(A), so 250 rows take three blocks.
+    const Tensor big = rounded(randn({250, 70000}, {}, &gen));
+    const Tensor right = rounded(randn({70000, 3}, {}, &gen));
     REQUIRE_EXACT(matmul(big, right), matmul(widened(big), widened(right)));
-    const Tensor big_t = rounded(randn({40000, 130}, {}, &gen));
+    const Tensor big_t = rounded(randn({70000, 250}, {}, &gen));
     REQUIRE_EXACT(matmul(big_t.t(), right), matmul(widened(big_t).t(), widened(right)));
   }
   SECTION("vectors") {
@@ -190,6 +190,33 @@ TEST_CASE("linear_cross_entropy with bf16 operands: exact forward, backward with
   INFO("logit bound " << z_bound << ", gradient bound " << gradient_bound);
   CHECK(relative_error(x.grad(), x32.grad()) <= gradient_bound);
   CHECK(relative_error(w.grad(), w32.grad()) <= gradient_bound);
+}
+
+TEST_CASE("linear_cross_entropy with bf16 operands and a large vocabulary works a block at a time",
+          "[bf16][gemm][autograd]") {
+  // 300 rows x 70000 classes: blocks of 2^23 / 70000 = 119 rows, three of them.
+  Generator gen(9);
+  const std::int64_t rows = 300, d = 8, vocab = 70000;
+  const Tensor x = rounded(randn({rows, d}, {}, &gen)).to(DType::f32).requires_grad_();
+  const Tensor w = rounded(randn({vocab, d}, {}, &gen) * 0.5).to(DType::f32).requires_grad_();
+  std::vector<std::int64_t> ids;
+  for (std::int64_t r = 0; r < rows; ++r) ids.push_back((r * 7919) % vocab);
+  const Tensor targets = from_vector<std::int64_t>(ids, {rows});
+  Tensor loss;
+  {
+    const Autocast bf16(Precision::bf16);
+    loss = linear_cross_entropy(x, w, targets);
+  }
+  // x and w hold bf16 values: the float32 loss is the same computation, row for row.
+  const Tensor x32 = x.detach().clone().requires_grad_();
+  const Tensor w32 = w.detach().clone().requires_grad_();
+  const Tensor loss32 = linear_cross_entropy(x32, w32, targets);
+  REQUIRE_EXACT(loss.detach(), loss32.detach());
+  loss.backward();
+  loss32.backward();
+  // The backward differs only by P' rounded to bf16 (and diag(s) X): 2u + u^2 per product.
+  CHECK(relative_error(x.grad(), x32.grad()) <= 3 * kProductError);
+  CHECK(relative_error(w.grad(), w32.grad()) <= 3 * kProductError);
 }
 
 TEST_CASE("bf16 products are deterministic with 3 threads", "[bf16][gemm][determinism]") {
