@@ -14,6 +14,10 @@
 #                                           over a short subset of test_cuda
 #      files: build.log tests.log memcheck.log racecheck.log synccheck.log summary.txt
 #
+#   scripts/gpu_check.sh bf16    the bench run's build and training phase with --precision bf16,
+#                                           PyTorch under torch.autocast(dtype=torch.bfloat16)
+#      files: build.log train_{kiln,torch}_{default,gpt2}-bf16.log summary.txt
+#
 #   scripts/gpu_check.sh bench   1. build   test_cuda and train_lm (nothing to do when the machine
 #                                           is still warm from the tests run)
 #                                2. gemm    float32 GEMM TFLOP/s (test_cuda "[bench]")
@@ -33,8 +37,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 run=${1:-}
-case $run in tests | bench) ;; *)
-  echo "usage: scripts/gpu_check.sh tests|bench" >&2
+case $run in tests | bench | bf16) ;; *)
+  echo "usage: scripts/gpu_check.sh tests|bench|bf16" >&2
   exit 2
   ;;
 esac
@@ -160,7 +164,7 @@ if [ "$run" = tests ]; then
 fi
 
 # ---- 2. GEMM throughput and peak memory
-if [ "$built" = 1 ]; then
+if [ "$built" = 1 ] && [ "$run" = bench ]; then
   phase "gemm"
   timeout "$(limit "${KILN_GPU_BENCH_TIMEOUT:-45}")" "$build/tests/cuda/test_cuda" "[bench]" \
     >"$logs/bench.log" 2>&1
@@ -174,20 +178,26 @@ if [ "$built" = 1 ]; then
 fi
 
 # ---- 3. training: kiln against PyTorch on the GPU
-# name d_model heads layers ff seq_len batch steps: torch_ref.py's default model, and one of
-# GPT-2 small's size (124 M parameters with GPT-2's vocabulary; 113 M with WikiText-2's).
+# name d_model heads layers ff seq_len batch steps precision: torch_ref.py's default model, and
+# one of GPT-2 small's size (124 M parameters with GPT-2's vocabulary; 113 M with WikiText-2's),
+# in float32 (bench), or in bf16 (bf16: kiln --precision bf16 against PyTorch's autocast).
+precision=$([ "$run" = bf16 ] && echo bf16 || echo f32)
 configs=(
-  "default 256 4 2 1024 64 32 ${KILN_GPU_TRAIN_STEPS:-200}"
-  "gpt2 768 12 12 3072 1024 8 ${KILN_GPU_TRAIN_STEPS:-50}"
+  "default 256 4 2 1024 64 32 ${KILN_GPU_TRAIN_STEPS:-200} $precision"
+  "gpt2 768 12 12 3072 1024 8 ${KILN_GPU_TRAIN_STEPS:-50} $precision"
 )
-# torch_ref.py run as a module, so that the same process can report PyTorch's peak memory.
+# torch_ref.py run as a module, so that the same process can report PyTorch's peak memory, and
+# under torch.autocast when the second argument is bf16 (torch_ref.py itself has no such flag).
 torch_wrapper='
+import contextlib
 import sys
 import torch
 sys.path.insert(0, sys.argv[1])
 import torch_ref
-sys.argv = ["torch_ref.py"] + sys.argv[2:]
-torch_ref.main()
+bf16 = sys.argv[2] == "bf16"
+sys.argv = ["torch_ref.py"] + sys.argv[3:]
+with torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+    torch_ref.main()
 print(f"RESULT gpu_peak_bytes {torch.cuda.max_memory_allocated()}", flush=True)
 '
 
@@ -235,19 +245,20 @@ steady_tps() {
 declare -a table=() legend=()
 if [ "$built" = 1 ] && [ -x "$build/examples/train_lm" ] && [ -f "$device/torch_ref.py" ]; then
   for config in "${configs[@]}"; do
-    read -r name d heads layers ff seq batch steps <<<"$config"
+    read -r model d heads layers ff seq batch steps precision <<<"$config"
+    name=$model$([ "$precision" = bf16 ] && echo -bf16)
     phase "training $name ($steps steps each)"
     max_len=$((seq > 512 ? seq : 512))
     kiln_log=$logs/train_kiln_$name.log torch_log=$logs/train_torch_$name.log
-    legend+=("$name: d_model $d, heads $heads, layers $layers, ff $ff, T $seq, B $batch, $steps steps")
+    legend+=("$name: d_model $d, heads $heads, layers $layers, ff $ff, T $seq, B $batch, $steps steps, $precision")
     echo "-- ${legend[-1]}"
     # A failed kiln run fails the check; a failed PyTorch run only leaves its columns empty.
     run_logged "$kiln_log" "$build/examples/train_lm" --device cuda --data "$device/wikitext-2" \
       --steps "$steps" --eval-every 0 --time-budget 0 --log-every 10 --d-model "$d" \
       --heads "$heads" --layers "$layers" --ff "$ff" --seq-len "$seq" --batch-size "$batch" \
-      --max-seq-len "$max_len" || status=1
+      --max-seq-len "$max_len" --precision "$precision" || status=1
     grep -E '^(model|training|RESULT)' "$kiln_log"
-    run_logged "$torch_log" python3 -c "$torch_wrapper" "$device" --device cuda \
+    run_logged "$torch_log" python3 -c "$torch_wrapper" "$device" "$precision" --device cuda \
       --data "$device/wikitext-2" --steps "$steps" --log-interval 10 --d-model "$d" \
       --heads "$heads" --layers "$layers" --ff "$ff" --bptt "$seq" --batch "$batch"
     grep -E '^(model|RESULT)' "$torch_log"
@@ -258,7 +269,7 @@ if [ "$built" = 1 ] && [ -x "$build/examples/train_lm" ] && [ -f "$device/torch_
     ratio=$(awk -v k="$kiln_steady" -v t="$torch_tps" \
       'BEGIN { if (k + 0 > 0 && t + 0 > 0) printf "%.2f", k / t; else print "n/a" }')
     read -r loss_step kiln_loss torch_loss < <(equal_steps_loss "$kiln_log" "$torch_log")
-    table+=("$(printf '%-8s %11s %11s %11s %6s %9s %9s %8s %8s %6s %7s %7s' "$name" \
+    table+=("$(printf '%-12s %11s %11s %11s %6s %9s %9s %8s %8s %6s %7s %7s' "$name" \
       "${kiln_tps:-n/a}" "$kiln_steady" "${torch_tps:-n/a}" "$ratio" \
       "$(mib "$(result "$kiln_log" gpu_peak_bytes)")" \
       "$(mib "$(result "$torch_log" gpu_peak_bytes)")" "$(smi_peak "$kiln_log")" \
@@ -276,7 +287,7 @@ if [ ${#table[@]} -gt 0 ]; then
     "peaks (kiln peak_bytes_in_use, torch.cuda.max_memory_allocated), then the device's used"
     "memory sampled by nvidia-smi, CUDA context and cached blocks included; loss: the mean of"
     "the 10 steps up to the last step both logged, from different initial weights)")
-  lines+=("$(printf '%-8s %11s %11s %11s %6s %9s %9s %8s %8s %6s %7s %7s' config "kiln tok/s" \
+  lines+=("$(printf '%-12s %11s %11s %11s %6s %9s %9s %8s %8s %6s %7s %7s' config "kiln tok/s" \
     "kiln steady" "torch tok/s" ratio "kiln MiB" "torch MiB" "kiln smi" "torch smi" step \
     "kiln" "torch")")
   lines+=("${table[@]}")
