@@ -84,8 +84,7 @@ int eval(int argc, char** argv) {
              checkpoint_path);
   KILN_CHECK(T <= ckpt.config.max_seq_len, "--seq-len {} exceeds the model's max_seq_len {}", T,
              ckpt.config.max_seq_len);
-  if (precision.empty())
-    precision = train_entry != ckpt.metadata.end() ? saved_precision(train_entry->second) : "f32";
+  if (precision.empty()) precision = checkpoint_precision(ckpt.metadata);
   const std::int64_t S = stride > 0 ? stride : T;
   KILN_CHECK(S <= T, "--stride {}: expected an integer in [1, {}] (the window length)", stride, T);
   const Device device = device_from_flag(device_text);

@@ -105,11 +105,8 @@ void run(const Flags& flags, bool sampling_flags_given) {
   const std::unique_ptr<nn::TransformerLM> model = lm::load_model(ckpt, device);
   const Vocabulary& vocab = ckpt.vocabulary;
   const std::int64_t max_len = ckpt.config.max_seq_len;
-  const auto train_entry = ckpt.metadata.find("train");
-  const std::string precision = !flags.precision.empty() ? flags.precision
-                                : train_entry != ckpt.metadata.end()
-                                    ? saved_precision(train_entry->second)
-                                    : "f32";
+  const std::string precision =
+      flags.precision.empty() ? checkpoint_precision(ckpt.metadata) : flags.precision;
   // Every forward pass of the generation runs on this thread, under this precision.
   const Autocast mixed(parse_precision(precision));
 

@@ -365,8 +365,10 @@ std::int64_t saved_seq_len(std::string_view saved_json) {
   return it != saved.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
 }
 
-std::string saved_precision(std::string_view saved_json) {
-  const nlohmann::json saved = nlohmann::json::parse(saved_json, nullptr, false);
+std::string checkpoint_precision(const Metadata& metadata) {
+  const auto train = metadata.find("train");
+  if (train == metadata.end()) return "f32";
+  const nlohmann::json saved = nlohmann::json::parse(train->second, nullptr, false);
   if (!saved.is_object()) return "f32";
   const auto it = saved.find("precision");
   return it != saved.end() && it->is_string() && (*it == "f32" || *it == "bf16")

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/safetensors.h"
 #include "nn/config.h"
 
 namespace CLI {
@@ -103,8 +104,8 @@ std::vector<std::string> merge_saved_options(TrainOptions& options,
 
 // The training window length T a checkpoint's "train" entry records, or 0 if it has none.
 std::int64_t saved_seq_len(std::string_view saved_json);
-// The --precision recorded in the same JSON: "f32" or "bf16"; "f32" when absent (checkpoints
-// written before the flag) or not one of them.
-std::string saved_precision(std::string_view saved_json);
+// The --precision a checkpoint's metadata records in its "train" entry: "f32" or "bf16"; "f32"
+// when absent (checkpoints written before the flag, or by other programs) or not one of them.
+std::string checkpoint_precision(const Metadata& metadata);
 
 }  // namespace kiln
