@@ -34,4 +34,14 @@ Tensor autocast_operand(const Tensor& t) {
   return t;
 }
 
+DType autocast_result_dtype(DType result, DType operand_dtype) {
+  const bool rounded =
+      current_precision == Precision::bf16 && operand_dtype == DType::bf16 && result == DType::f32;
+  return rounded ? DType::bf16 : result;
+}
+
+Tensor autocast_result(const Tensor& y, DType operand_dtype) {
+  return y.to(autocast_result_dtype(y.dtype(), operand_dtype));
+}
+
 }  // namespace kiln

@@ -1,9 +1,11 @@
 // Mixed precision for a training or evaluation loop, as PyTorch's autocast: while an Autocast for
-// Precision::bf16 is alive on a thread, the matrix products (matmul, linear and the LM head's
-// linear_cross_entropy) cast their float32 operands to bf16, sum the products in float32 and
-// return float32; what they save for backward is bf16, half the bytes. Everything else computes
-// in float32 as before (docs/mixed-precision.md has the table). The weights, their gradients and
-// the optimizer's state stay float32: a bf16 copy of a weight is made for each product and its
+// Precision::bf16 is alive on a thread, the matrix products (matmul, linear, attention and the LM
+// head's linear_cross_entropy) cast their float32 operands to bf16, sum the products in float32,
+// round their float32 results to bf16 (attention too); what they save for backward is bf16, half
+// the bytes. The ops downstream read the bf16 activations and compute in float32: elementwise
+// ops keep bf16 (a bf16 and a float32 operand give float32), softmax keeps bf16, layer_norm and
+// the losses return float32 (docs/mixed-precision.md has the table). The weights, their gradients
+// and the optimizer's state stay float32: a bf16 copy of a weight is made for each product and its
 // gradient flows back to the float32 weight (a bf16 tensor's gradient is float32, core/dtype.h).
 //
 //   {
@@ -47,5 +49,12 @@ Precision autocast_precision();
 // The operand a matrix product uses for t: t cast to bf16 (a differentiable copy) when t is
 // float32 and this thread autocasts to bf16, else t itself.
 Tensor autocast_operand(const Tensor& t);
+
+// The result a matrix product returns for its float32 sums y: y rounded to bf16 (a
+// differentiable copy) when this thread autocasts to bf16 and the product read bf16 operands,
+// else y itself.
+Tensor autocast_result(const Tensor& y, DType operand_dtype);
+// The dtype autocast_result gives a result of dtype `result` (for ops that round on their own).
+DType autocast_result_dtype(DType result, DType operand_dtype);
 
 }  // namespace kiln

@@ -62,8 +62,8 @@ Tensor MultiHeadAttention::forward(const Tensor& x, KVCache* cache, Tensor* atte
   if (cache != nullptr) {
     if (!cache->keys.defined()) {
       KILN_CHECK(max_positions > 0, "MultiHeadAttention: a new KV cache needs max_positions");
-      cache->keys = empty({B, kv_heads, max_positions, d_head}, {x.dtype(), x.device()});
-      cache->values = empty({B, kv_heads, max_positions, d_head}, {x.dtype(), x.device()});
+      cache->keys = empty({B, kv_heads, max_positions, d_head}, {K.dtype(), x.device()});
+      cache->values = empty({B, kv_heads, max_positions, d_head}, {V.dtype(), x.device()});
     }
     KILN_CHECK(cache->keys.size(0) == B && past + T <= cache->keys.size(2),
                "MultiHeadAttention: KV cache of shape {} with {} positions cannot take {} more for "

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factories.h"
@@ -74,7 +75,11 @@ Tensor TransformerLM::forward(const Tensor& ids, std::vector<KVCache>* caches,
 
 Tensor TransformerLM::logits(const Tensor& hidden_states) const {
   profile::Scope vocabulary_region(profile::Family::vocabulary);
-  return matmul(hidden_states, embedding->weight.t());  // logits = X E^T, tied
+  // Under autocast the product reads bf16 operands, but the logits stay float32 (its float32
+  // sums, not rounded again), as the loss's: samplers and evaluation read them.
+  const Tensor x = autocast_operand(hidden_states), tied = autocast_operand(embedding->weight);
+  const Autocast float32_result(Precision::f32);
+  return matmul(x, tied.t());  // logits = X E^T, tied
 }
 
 Tensor TransformerLM::loss(const Tensor& inputs, const Tensor& targets,

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string_view>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/attention_materialized.h"
 #include "core/ops/factories.h"
@@ -60,7 +61,7 @@ AttentionArgs shape_args(std::string_view op, DType dtype, std::int64_t batch, s
 // string literal (autograd keeps the view).
 Tensor empty_attention(std::string_view op, const Shape& out_shape,
                        const std::vector<Tensor>& inputs) {
-  Tensor out = empty(out_shape, {inputs[0].dtype(), inputs[0].device()});
+  Tensor out = empty(out_shape, {compute_dtype(inputs[0].dtype()), inputs[0].device()});
   std::vector<Shape> shapes;
   for (const Tensor& t : inputs) shapes.push_back(t.shape());
   record(op, out, inputs, {}, [shapes](const Tensor& grad, const Saved&) {
@@ -73,11 +74,12 @@ Tensor empty_attention(std::string_view op, const Shape& out_shape,
 
 }  // namespace
 
-Tensor causal_attention(const Tensor& projected, std::int64_t heads, std::int64_t kv_heads,
+Tensor causal_attention(const Tensor& projected_in, std::int64_t heads, std::int64_t kv_heads,
                         double dropout_p, bool training, Generator* gen, Tensor* probabilities) {
   profile::Scope scope(profile::Family::attention);
-  check_defined("causal_attention", projected);
-  check_floating("causal_attention", projected);
+  check_defined("causal_attention", projected_in);
+  const Tensor projected = autocast_operand(projected_in);
+  check_floating_or_bf16("causal_attention", projected);
   KILN_CHECK(heads > 0 && kv_heads > 0 && heads % kv_heads == 0,
              "causal_attention: kv_heads ({}) must divide heads ({})", kv_heads, heads);
   KILN_CHECK(projected.dim() == 3 && projected.size(2) % (heads + 2 * kv_heads) == 0 &&
@@ -88,33 +90,40 @@ Tensor causal_attention(const Tensor& projected, std::int64_t heads, std::int64_
   check_dropout("causal_attention", dropout_p);
   const std::int64_t B = projected.size(0), T = projected.size(1);
   const std::int64_t d = projected.size(2) / (heads + 2 * kv_heads);
+  const DType dtype = compute_dtype(projected.dtype());
   if (probabilities != nullptr || d > kMaxAttentionHeadDim)
-    return materialized_causal_attention(projected, heads, kv_heads, dropout_p, training, gen,
-                                         probabilities);
-  if (B * T == 0) return empty_attention("causal_attention", {B, T, heads * d}, {projected});
+    return autocast_result(materialized_causal_attention(projected.to(dtype), heads, kv_heads,
+                                                         dropout_p, training, gen, probabilities),
+                           projected.dtype());
+  if (B * T == 0)
+    return autocast_result(empty_attention("causal_attention", {B, T, heads * d}, {projected}),
+                           projected.dtype());
 
+  // The kernels compute in float32 on bf16 operands' values; what is saved stays bf16.
   const Tensor qkv = projected.contiguous().detach();
-  Tensor out = empty({B, T, heads * d}, {projected.dtype(), projected.device()});
-  Tensor logsumexp = empty({B, heads, T}, {projected.dtype(), projected.device()});
-  AttentionArgs args = shape_args("causal_attention", projected.dtype(), B, heads, kv_heads, T, T,
-                                  d, dropout_p, training, gen);
-  args.q = block_of(qkv, 0, d);
-  args.k = block_of(qkv, heads, d);
-  args.v = block_of(qkv, heads + kv_heads, d);
+  const Tensor qkv_values = compute_copy(qkv);
+  Tensor out = empty({B, T, heads * d}, {dtype, projected.device()});
+  Tensor logsumexp = empty({B, heads, T}, {dtype, projected.device()});
+  AttentionArgs args =
+      shape_args("causal_attention", dtype, B, heads, kv_heads, T, T, d, dropout_p, training, gen);
+  args.q = block_of(qkv_values, 0, d);
+  args.k = block_of(qkv_values, heads, d);
+  args.v = block_of(qkv_values, heads + kv_heads, d);
   args.out = concatenated(out, d);
   args.logsumexp = logsumexp.raw_data();
   backend_of(projected).attention_forward(args);
+  out = stored_as(out, autocast_result_dtype(dtype, projected.dtype()));
 
   record("causal_attention", out, {projected}, {qkv, out, logsumexp},
          [args](const Tensor& grad, const Saved& s) {
-           const Tensor& qkv = s[0];
+           const Tensor qkv = compute_copy(s[0]), out = compute_copy(s[1]);
            const Tensor dy = grad.contiguous();
            Tensor dqkv = empty(qkv.shape(), {grad.dtype(), grad.device()});
            AttentionArgs a = args;
            a.q = block_of(qkv, 0, a.d);
            a.k = block_of(qkv, a.heads, a.d);
            a.v = block_of(qkv, a.heads + a.kv_heads, a.d);
-           a.out = concatenated(s[1], a.d);
+           a.out = concatenated(out, a.d);
            a.logsumexp = s[2].raw_data();
            // dQ, dK, dV land in the Q, K and V columns of one gradient.
            backend_of(grad).attention_backward(a,
@@ -127,13 +136,12 @@ Tensor causal_attention(const Tensor& projected, std::int64_t heads, std::int64_
   return out;
 }
 
-Tensor causal_attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p,
-                              bool training, Generator* gen) {
+Tensor causal_attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                              double dropout_p, bool training, Generator* gen) {
   profile::Scope scope(profile::Family::attention);
-  for (const Tensor* t : {&q, &k, &v}) {
-    check_defined("causal_attention_heads", *t);
-    check_floating("causal_attention_heads", *t);
-  }
+  for (const Tensor* t : {&q_in, &k_in, &v_in}) check_defined("causal_attention_heads", *t);
+  const Tensor q = autocast_operand(q_in), k = autocast_operand(k_in), v = autocast_operand(v_in);
+  for (const Tensor* t : {&q, &k, &v}) check_floating_or_bf16("causal_attention_heads", *t);
   check_same_dtype_device("causal_attention_heads", q, k);
   check_same_dtype_device("causal_attention_heads", q, v);
   KILN_CHECK(
@@ -150,21 +158,27 @@ Tensor causal_attention_heads(const Tensor& q, const Tensor& k, const Tensor& v,
   const std::int64_t B = q.size(0), heads = q.size(1), kv_heads = k.size(1);
   const std::int64_t queries = q.size(2), keys = k.size(2), d = q.size(3);
   if (B * heads * queries * d == 0)
-    return empty_attention("causal_attention_heads", {B, queries, heads * d}, {q, k, v});
+    return autocast_result(
+        empty_attention("causal_attention_heads", {B, queries, heads * d}, {q, k, v}), q.dtype());
 
   // The kernels read rows of d contiguous elements; any other strides are taken as they are.
+  // They compute in float32 on bf16 operands' values; what is saved stays bf16.
   const auto rows_contiguous = [](const Tensor& t) {
     return (t.strides()[3] == 1 ? t : t.contiguous()).detach();
   };
   const Tensor qr = rows_contiguous(q), kr = rows_contiguous(k), vr = rows_contiguous(v);
-  Tensor out = empty({B, queries, heads * d}, {q.dtype(), q.device()});
-  Tensor logsumexp = empty({B, heads, queries}, {q.dtype(), q.device()});
-  AttentionArgs args = shape_args("causal_attention_heads", q.dtype(), B, heads, kv_heads, queries,
+  const Tensor q_values = compute_copy(qr), k_values = compute_copy(kr),
+               v_values = compute_copy(vr);
+  const DType dtype = q_values.dtype();
+  Tensor out = empty({B, queries, heads * d}, {dtype, q.device()});
+  Tensor logsumexp = empty({B, heads, queries}, {dtype, q.device()});
+  AttentionArgs args = shape_args("causal_attention_heads", dtype, B, heads, kv_heads, queries,
                                   keys, d, dropout_p, training, gen);
-  args.q = heads_of(qr), args.k = heads_of(kr), args.v = heads_of(vr);
+  args.q = heads_of(q_values), args.k = heads_of(k_values), args.v = heads_of(v_values);
   args.out = concatenated(out, d);
   args.logsumexp = logsumexp.raw_data();
   backend_of(q).attention_forward(args);
+  out = stored_as(out, autocast_result_dtype(dtype, q.dtype()));
 
   record("causal_attention_heads", out, {q, k, v}, {qr, kr, vr, out, logsumexp},
          [args](const Tensor& grad, const Saved& s) {
@@ -172,9 +186,11 @@ Tensor causal_attention_heads(const Tensor& q, const Tensor& k, const Tensor& v,
            const Tensor dy = grad.contiguous();
            Tensor dq = empty(s[0].shape(), options), dk = empty(s[1].shape(), options),
                   dv = empty(s[2].shape(), options);
+           const Tensor q = compute_copy(s[0]), k = compute_copy(s[1]), v = compute_copy(s[2]),
+                        out = compute_copy(s[3]);
            AttentionArgs a = args;
-           a.q = heads_of(s[0]), a.k = heads_of(s[1]), a.v = heads_of(s[2]);
-           a.out = concatenated(s[3], a.d);
+           a.q = heads_of(q), a.k = heads_of(k), a.v = heads_of(v);
+           a.out = concatenated(out, a.d);
            a.logsumexp = s[4].raw_data();
            backend_of(grad).attention_backward(a, {.dout = concatenated(dy, a.d),
                                                    .dq = heads_of(dq),

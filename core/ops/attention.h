@@ -27,7 +27,10 @@ namespace kiln {
 // gradient is written once into one (B, T, (heads + 2 kv_heads) d_head) buffer. dropout_p in
 // [0, 1) applies only when training. When `probabilities` is given it receives A (B, heads, T, T)
 // before dropout, and the op runs the materializing algorithm (memory O(T^2)), as it does for a
-// d_head above kMaxAttentionHeadDim (core/backend.h).
+// d_head above kMaxAttentionHeadDim (core/backend.h). A product, as matmul: bf16 operands are
+// computed on in float32 and give float32; under an Autocast to bf16 float32 operands are cast to
+// bf16 and the result is rounded to bf16. The fused path saves the bf16 operands and result; the
+// materializing path widens bf16 operands to float32 first.
 Tensor causal_attention(const Tensor& projected, std::int64_t heads, std::int64_t kv_heads,
                         double dropout_p = 0.0, bool training = false, Generator* gen = nullptr,
                         Tensor* probabilities = nullptr);
@@ -36,7 +39,8 @@ Tensor causal_attention(const Tensor& projected, std::int64_t heads, std::int64_
 // k and v (B, kv_heads, T_k, d_head) with T_k >= T_q, any strides (a tensor whose last dim is
 // not contiguous is copied) -> (B, T_q, heads d_head). The queries are the last T_q positions:
 // query t sees keys j <= t + T_k - T_q (a decoding step's one query sees the whole cache).
-// d_head at most kMaxAttentionHeadDim.
+// d_head at most kMaxAttentionHeadDim. bf16 and autocast as causal_attention's fused path (the
+// three operands of one dtype, after autocast's cast).
 Tensor causal_attention_heads(const Tensor& q, const Tensor& k, const Tensor& v,
                               double dropout_p = 0.0, bool training = false,
                               Generator* gen = nullptr);

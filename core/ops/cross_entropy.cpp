@@ -25,12 +25,13 @@ std::int64_t count_targets(std::string_view op, const Tensor& targets, std::int6
 }
 
 // Forward keeps each row's logsumexp; backward is d loss / d logits = (softmax - onehot) / count,
-// recomputed from logits and logsumexp in one pass, so the probabilities are never stored.
+// recomputed from logits and logsumexp in one pass, so the probabilities are never stored. bf16
+// logits are read in float32 (saved in bf16); the loss and dlogits are float32.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
   profile::Scope scope(profile::Family::other);
   check_defined("cross_entropy", logits);
   check_defined("cross_entropy", targets);
-  check_floating("cross_entropy", logits);
+  check_floating_or_bf16("cross_entropy", logits);
   KILN_CHECK(targets.dtype() == DType::i64, "cross_entropy: targets must be int64, got {}",
              targets.dtype());
   KILN_CHECK(logits.device() == targets.device(), "cross_entropy: logits on {} and targets on {}",
@@ -46,31 +47,30 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   const Tensor ids = targets.contiguous();
   const std::int64_t counted = count_targets("cross_entropy", ids, classes, ignore_index);
 
-  const Tensor input = logits.contiguous().detach();
-  Tensor row_loss = empty({rows}, {logits.dtype(), logits.device()});
-  Tensor logsumexp = empty({rows}, {logits.dtype(), logits.device()});
+  const Tensor input = logits.contiguous().detach();  // saved: bf16 stays bf16
+  const DType dtype = compute_dtype(logits.dtype());
+  Tensor row_loss = empty({rows}, {dtype, logits.device()});
+  Tensor logsumexp = empty({rows}, {dtype, logits.device()});
   Backend& backend = backend_of(logits);
   const double scale = 1.0 / static_cast<double>(counted);
-  const CrossEntropyArgs args{.dtype = logits.dtype(),
-                              .rows = rows,
-                              .cols = classes,
-                              .ignore_index = ignore_index,
-                              .scale = scale};
-  backend.cross_entropy_forward(args, input.raw_data(),
+  const CrossEntropyArgs args{
+      .dtype = dtype, .rows = rows, .cols = classes, .ignore_index = ignore_index, .scale = scale};
+  backend.cross_entropy_forward(args, compute_copy(input).raw_data(),
                                 static_cast<const std::int64_t*>(ids.raw_data()),
                                 row_loss.raw_data(), logsumexp.raw_data());
-  Tensor total = empty({}, {logits.dtype(), logits.device()});
-  backend.sum({.dtype = logits.dtype(), .reduced = rows}, row_loss.raw_data(), total.raw_data());
-  Tensor loss = empty({}, {logits.dtype(), logits.device()});
+  Tensor total = empty({}, {dtype, logits.device()});
+  backend.sum({.dtype = dtype, .reduced = rows}, row_loss.raw_data(), total.raw_data());
+  Tensor loss = empty({}, {dtype, logits.device()});
   backend.unary(UnaryOp::mul_scalar, arg_of(loss), arg_of(total), scale);
 
   record("cross_entropy", loss, {logits, targets}, {input, ids, logsumexp},
          [args](const Tensor& g, const Saved& s) {
            const Tensor grad_loss = g.contiguous();
            Tensor dlogits = empty(s[0].shape(), {g.dtype(), g.device()});
-           backend_of(g).cross_entropy_backward(
-               args, s[0].raw_data(), static_cast<const std::int64_t*>(s[1].raw_data()),
-               s[2].raw_data(), grad_loss.raw_data(), dlogits.raw_data());
+           backend_of(g).cross_entropy_backward(args, compute_copy(s[0]).raw_data(),
+                                                static_cast<const std::int64_t*>(s[1].raw_data()),
+                                                s[2].raw_data(), grad_loss.raw_data(),
+                                                dlogits.raw_data());
            return Grads{dlogits, Tensor()};
          });
   return loss;

@@ -1,7 +1,8 @@
 // Cross-entropy from logits, fused and numerically stable:
 //   loss = mean over counted rows of (logsumexp(logits_row) - logits_row[target]).
 // Rows whose target is ignore_index are not counted; if every row is ignored that is an error
-// (the mean is undefined), not a NaN.
+// (the mean is undefined), not a NaN. bf16 logits are read in float32 (and saved in bf16); the
+// loss and the gradient are float32.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
 // Dropout (Srivastava et al. 2014), inverted: in training each element is zeroed with
 // probability p and the rest scaled by 1/(1-p), so evaluation is the identity. The mask comes
 // from the Philox generator (core/philox.h): the same seed gives the same mask on every machine
-// and on both devices. It is saved for backward (dx = dy * mask).
+// and on both devices. The backward draws the mask again from the same counters (dx = dy * mask),
+// so no mask is kept. A bf16 x gives a bf16 result (multiplied in float32).
 #pragma once
 
 #include "core/generator.h"

@@ -12,13 +12,31 @@ namespace kiln {
 
 namespace {
 
+// bf16 operands are computed on in float32 (compute_copy) and the result is stored back in bf16
+// (the ops' table, docs/mixed-precision.md); autograd records the bf16 tensors.
 Tensor unary_kernel(std::string_view op, UnaryOp kind, const Tensor& x, double scalar = 0.0) {
   profile::Scope scope(profile::Family::other);
   check_defined(op, x);
-  check_floating(op, x);
-  Tensor out = empty(x.shape(), {x.dtype(), x.device()});
-  backend_of(x).unary(kind, arg_of(out), arg_of(x), scalar);
-  return out;
+  check_floating_or_bf16(op, x);
+  const Tensor input = compute_copy(x);
+  Tensor out = empty(x.shape(), {input.dtype(), x.device()});
+  backend_of(x).unary(kind, arg_of(out), arg_of(input), scalar);
+  return stored_as(out, x.dtype());
+}
+
+// The dtype of a binary op's result: the operands' (when they agree), or float32 for a bf16 and
+// a float32 operand; any other mixture is an error.
+DType result_dtype(std::string_view op, const Tensor& a, const Tensor& b) {
+  const bool mixed_precision = (a.dtype() == DType::bf16 && b.dtype() == DType::f32) ||
+                               (a.dtype() == DType::f32 && b.dtype() == DType::bf16);
+  if (!mixed_precision) {
+    check_same_dtype_device(op, a, b);
+    return a.dtype();
+  }
+  KILN_CHECK(a.device() == b.device(),
+             "{}: tensors are on different devices ({} and {}); move one with .to(device)", op,
+             a.device(), b.device());
+  return DType::f32;
 }
 
 Tensor binary_kernel(std::string_view op, BinaryOp kind, const Tensor& a, const Tensor& b,
@@ -26,16 +44,13 @@ Tensor binary_kernel(std::string_view op, BinaryOp kind, const Tensor& a, const 
   profile::Scope scope(profile::Family::other);
   check_defined(op, a);
   check_defined(op, b);
-  check_same_dtype_device(op, a, b);
-  if (integers_allowed) {
-    check_computable(op, a.dtype());
-  } else {
-    check_floating(op, a);
-  }
+  const DType dtype = result_dtype(op, a, b);
+  if (!integers_allowed || dtype != DType::i64) check_floating_or_bf16(op, a);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  Tensor out = empty(shape, {a.dtype(), a.device()});
-  backend_of(a).binary(kind, arg_of(out), broadcast_arg(a, shape), broadcast_arg(b, shape));
-  return out;
+  const Tensor x = compute_copy(a), y = compute_copy(b);
+  Tensor out = empty(shape, {compute_dtype(dtype), a.device()});
+  backend_of(a).binary(kind, arg_of(out), broadcast_arg(x, shape), broadcast_arg(y, shape));
+  return stored_as(out, dtype);
 }
 
 }  // namespace
@@ -75,7 +90,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
     const Tensor g_over_b = div(g, s[1]);
     return Grads{
         s.needs_grad(0) ? sum_to(g_over_b, s[0].shape()) : Tensor(),
-        s.needs_grad(1) ? sum_to(neg(mul(g_over_b, div(s[0], s[1]))), s[1].shape()) : Tensor()};
+        s.needs_grad(1)
+            ? sum_to(neg(mul(g_over_b, div(compute_copy(s[0]), s[1]))), s[1].shape())
+            : Tensor()};
   });
   return out;
 }
@@ -114,7 +131,9 @@ Tensor rsub(double a, const Tensor& b) {
 Tensor rdiv(double a, const Tensor& b) {
   Tensor out = unary_kernel("rdiv", UnaryOp::rdiv_scalar, b, a);
   record("rdiv", out, {b}, {b, out},
-         [](const Tensor& g, const Saved& s) { return Grads{neg(mul(g, div(s[1], s[0])))}; });
+         [](const Tensor& g, const Saved& s) {
+           return Grads{neg(mul(g, div(compute_copy(s[1]), s[0])))};
+         });
   return out;
 }
 
@@ -150,7 +169,7 @@ Tensor sqrt(const Tensor& x) {
 Tensor pow(const Tensor& x, double exponent) {
   Tensor out = unary_kernel("pow", UnaryOp::pow_scalar, x, exponent);
   record("pow", out, {x}, {x}, [exponent](const Tensor& g, const Saved& s) {
-    return Grads{mul(g, mul(pow(s[0], exponent - 1.0), exponent))};
+    return Grads{mul(g, mul(pow(compute_copy(s[0]), exponent - 1.0), exponent))};
   });
   return out;
 }
@@ -160,7 +179,7 @@ namespace {
 Tensor activation_backward(BinaryOp kind, const Tensor& g, const Tensor& saved) {
   profile::Scope scope(profile::Family::other);
   Tensor out = empty(g.shape(), {g.dtype(), g.device()});
-  backend_of(g).binary(kind, arg_of(out), arg_of(g), broadcast_arg(saved, g.shape()));
+  backend_of(g).binary(kind, arg_of(out), arg_of(g), broadcast_arg(compute_copy(saved), g.shape()));
   return out;
 }
 }  // namespace

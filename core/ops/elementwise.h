@@ -1,6 +1,8 @@
 // Elementwise ops. Binary ops broadcast (NumPy rules) both ways; a C++ scalar operand takes the
-// tensor's dtype. Arithmetic needs float32 or float64; comparisons also take int64 and give 1/0
-// in the inputs' dtype. All arithmetic ops are differentiable.
+// tensor's dtype. Arithmetic takes float32, float64 or bfloat16 (computed in float32 and rounded
+// back: bf16 in, bf16 out; a bf16 and a float32 operand give float32, the one promotion);
+// comparisons also take int64 and give 1/0 in the inputs' dtype. All arithmetic ops are
+// differentiable; a bf16 input's gradient is float32.
 #pragma once
 
 #include "core/tensor.h"

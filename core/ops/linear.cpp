@@ -14,7 +14,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias) {
   check_defined("linear", x_in);
   check_defined("linear", weight_in);
   const Tensor x = autocast_operand(x_in), weight = autocast_operand(weight_in);
-  check_product_operand("linear", x);
+  check_floating_or_bf16("linear", x);
   check_same_dtype_device("linear", x, weight);
   const DType out_dtype = compute_dtype(x.dtype());
   KILN_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
@@ -60,7 +60,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias) {
     if (s.needs_grad(2)) db = sum(dy, {0});
     return Grads{dx, dw, db};
   });
-  return y;
+  return autocast_result(y, x.dtype());
 }
 
 }  // namespace kiln

@@ -7,9 +7,10 @@
 
 namespace kiln {
 
-// x (N, in), weight (out, in), bias (out) or undefined -> (N, out). With bf16 x and weight (or
-// float32 ones under an Autocast to bf16) the output and the bias are float32, and x and weight
-// are saved for backward in bf16.
+// x (N, in), weight (out, in), bias (out) or undefined -> (N, out). With bf16 x and weight the
+// output and the bias are float32, and x and weight are saved for backward in bf16. Under an
+// Autocast to bf16 float32 x and weight are cast to bf16 and the output (the bias added in
+// float32) is rounded to bf16.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 }  // namespace kiln

@@ -41,7 +41,7 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
   check_defined("linear_cross_entropy", weight_in);
   check_defined("linear_cross_entropy", targets);
   const Tensor x = autocast_operand(x_in), weight = autocast_operand(weight_in);
-  check_product_operand("linear_cross_entropy", x);
+  check_floating_or_bf16("linear_cross_entropy", x);
   check_same_dtype_device("linear_cross_entropy", x, weight);
   // The logits, the loss and every gradient are in `dtype`: float32 for bf16 operands.
   const DType dtype = compute_dtype(x.dtype());

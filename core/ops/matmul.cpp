@@ -134,7 +134,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   check_defined("matmul", b_in);
   const Tensor a = autocast_operand(a_in), b = autocast_operand(b_in);
   check_same_dtype_device("matmul", a, b);
-  check_product_operand("matmul", a);
+  check_floating_or_bf16("matmul", a);
   KILN_CHECK(a.dim() >= 1 && b.dim() >= 1,
              "matmul: both operands need at least one dim, got shapes {} and {}", a.shape(),
              b.shape());
@@ -142,7 +142,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   Tensor out = matmul_2d_or_more(a_vector ? a.unsqueeze(0) : a, b_vector ? b.unsqueeze(1) : b);
   if (a_vector) out = out.squeeze(-2);
   if (b_vector) out = out.squeeze(-1);
-  return out;
+  return autocast_result(out, a.dtype());
 }
 
 }  // namespace kiln

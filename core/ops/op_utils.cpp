@@ -20,7 +20,7 @@ void check_floating(std::string_view op, const Tensor& t) {
   check_computable(op, t.dtype());
 }
 
-void check_product_operand(std::string_view op, const Tensor& t) {
+void check_floating_or_bf16(std::string_view op, const Tensor& t) {
   KILN_CHECK(is_floating(t.dtype()), "{}: expected a float32, float64 or bfloat16 tensor, got {}",
              op, t.dtype());
 }
@@ -30,6 +30,17 @@ void check_computable(std::string_view op, DType dtype) {
              "{}: {} is not supported yet (kiln only stores and converts it); convert with "
              ".to(DType::f32) first",
              op, dtype);
+}
+
+Tensor compute_copy(const Tensor& t) {
+  return t.dtype() == DType::bf16 ? stored_as(t, DType::f32) : t;
+}
+
+Tensor stored_as(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor out = empty(t.shape(), {dtype, t.device()});
+  backend_of(t).copy(arg_of(out), arg_of(t));
+  return out;
 }
 
 void check_defined(std::string_view op, const Tensor& t) {

@@ -27,10 +27,21 @@ inline Backend& backend_of(const Tensor& t) { return t.storage()->backend(); }
 void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor& b);
 // Errors unless t has a floating dtype that kernels compute in (float32 or float64).
 void check_floating(std::string_view op, const Tensor& t);
-// Errors unless t is an operand a matrix product takes: float32, float64 or bfloat16.
-void check_product_operand(std::string_view op, const Tensor& t);
+// Errors unless t is float32, float64 or bfloat16: what the ops that read bf16 take (matrix
+// products, attention, elementwise ops, softmax, layer_norm, cross-entropy).
+void check_floating_or_bf16(std::string_view op, const Tensor& t);
 // Errors when no compute kernel supports dtype yet (bfloat16, a storage type).
 void check_computable(std::string_view op, DType dtype);
+// Mixed precision's rule for the ops that read bf16 without bf16 arithmetic
+// (docs/mixed-precision.md): the kernel computes in float32 on compute_copy(t), and the op converts
+// its result back with stored_as. Both are copies autograd does not see; the op records its own
+// backward and saves the bf16 tensors, so what stays alive for backward is half the bytes.
+//
+// t's values as a contiguous float32 scratch copy when t is bf16 (exact), else t itself.
+Tensor compute_copy(const Tensor& t);
+// t converted to dtype (round to nearest even for bf16), or t itself when it already is.
+Tensor stored_as(const Tensor& t, DType dtype);
+
 // Errors unless t is defined.
 void check_defined(std::string_view op, const Tensor& t);
 // Errors unless t may be written in place: not a tensor that autograd tracks (outside

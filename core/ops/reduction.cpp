@@ -1,4 +1,5 @@
-// Reductions: sum, mean, max along dims, and sum_to (the backward of broadcasting).
+// Reductions: sum, mean, max along dims, and sum_to (the backward of broadcasting). A bf16 input
+// is reduced in float32, and the result is float32.
 #include "core/ops/reduction.h"
 
 #include <algorithm>
@@ -62,10 +63,10 @@ Tensor sum_run(const Tensor& x, int first, int last) {
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
   profile::Scope scope(profile::Family::other);
   check_defined("sum", x);
-  check_floating("sum", x);
+  check_floating_or_bf16("sum", x);
   const std::vector<int> ds = reduced_dims(x, dims, "sum");
   // Reduce each run of adjacent dims in one pass, the innermost run first.
-  Tensor out = x.contiguous().detach();
+  Tensor out = compute_copy(x.contiguous().detach());
   for (std::size_t end = ds.size(); end > 0;) {
     std::size_t begin = end - 1;
     while (begin > 0 && ds[begin - 1] == ds[begin] - 1) --begin;
@@ -82,7 +83,7 @@ Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim)
 
 Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
   check_defined("mean", x);
-  check_floating("mean", x);
+  check_floating_or_bf16("mean", x);
   const std::vector<int> ds = reduced_dims(x, dims, "mean");
   std::int64_t count = 1;
   for (int d : ds) count *= x.shape()[d];
@@ -92,19 +93,19 @@ Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim
 
 MaxResult max(const Tensor& x, std::int64_t dim, bool keepdim) {
   check_defined("max", x);
-  check_floating("max", x);
+  check_floating_or_bf16("max", x);
   KILN_CHECK(x.dim() > 0, "max: expected a tensor with at least one dim, got a scalar");
   const int d = normalize_dim(dim, x.dim(), "max");
   KILN_CHECK(x.shape()[d] > 0, "max: cannot take the max over an empty dim (shape {})", x.shape());
-  const Tensor input = x.contiguous();
+  const Tensor input = compute_copy(x.contiguous().detach());
   const Shape& s = x.shape();
   std::int64_t outer = 1, inner = 1;
   for (int i = 0; i < d; ++i) outer *= s[i];
   for (int i = d + 1; i < x.dim(); ++i) inner *= s[i];
   const Shape kept = keepdim_shape(s, {d});
-  Tensor values = empty(kept, {x.dtype(), x.device()});
+  Tensor values = empty(kept, {input.dtype(), x.device()});
   Tensor indices = empty(kept, {DType::i64, x.device()});
-  backend_of(x).max({.dtype = x.dtype(), .outer = outer, .reduced = s[d], .inner = inner},
+  backend_of(x).max({.dtype = input.dtype(), .outer = outer, .reduced = s[d], .inner = inner},
                     input.raw_data(), values.raw_data(),
                     static_cast<std::int64_t*>(indices.raw_data()));
   // The gradient goes to the returned index: g * [position == index] along d.

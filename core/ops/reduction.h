@@ -1,5 +1,6 @@
 // Reductions along dims. Sums are deterministic: each output element is accumulated by one
-// thread in index order (float32 accumulates in float64).
+// thread in index order (float32 accumulates in float64). A bf16 x is reduced in float32 and
+// gives a float32 result.
 #pragma once
 
 #include <vector>

@@ -1,4 +1,5 @@
-// softmax, log_softmax and the causal softmax of attention. Backward reads the saved output:
+// softmax, log_softmax and the causal softmax of attention. A bf16 x is computed on in float32
+// and y stored in bf16 (what backward saves). Backward reads the saved output:
 //   softmax:     dx = y * (dy - sum(dy * y))
 //   log_softmax: dx = dy - exp(y) * sum(dy)
 #include "core/ops/softmax.h"
@@ -16,24 +17,27 @@ Tensor softmax_rows(std::string_view op, const Tensor& x, std::int64_t dim_in, b
                     bool causal, std::int64_t query_offset) {
   profile::Scope scope(profile::Family::other);
   check_defined(op, x);
-  check_floating(op, x);
+  check_floating_or_bf16(op, x);
   KILN_CHECK(x.dim() >= 1, "{}: expected at least one dim, got a 0-dim tensor", op);
   const int dim = normalize_dim(dim_in, x.dim(), op);
   const int last = static_cast<int>(x.dim()) - 1;
-  const Tensor rows = (dim == last ? x : x.detach().transpose(dim, last)).contiguous().detach();
+  const Tensor rows =
+      compute_copy((dim == last ? x : x.detach().transpose(dim, last)).contiguous().detach());
   SoftmaxArgs args;
-  args.dtype = x.dtype();
+  args.dtype = rows.dtype();
   args.cols = rows.size(-1);
   args.rows = args.cols == 0 ? 0 : rows.numel() / args.cols;
   args.log = log;
   args.causal = causal;
   args.query_len = causal ? rows.size(-2) : 1;
   args.query_offset = query_offset;
-  Tensor y = empty(rows.shape(), {x.dtype(), x.device()});
+  Tensor y = empty(rows.shape(), {rows.dtype(), x.device()});
   if (args.rows > 0) backend_of(x).softmax_forward(args, rows.raw_data(), y.raw_data());
+  y = stored_as(y, x.dtype());
   if (dim != last) y = y.transpose(dim, last);
   record(op, y, {x}, {y}, [args, dim, last](const Tensor& g, const Saved& s) {
-    const Tensor y_rows = (dim == last ? s[0] : s[0].transpose(dim, last)).contiguous();
+    const Tensor y_rows =
+        compute_copy((dim == last ? s[0] : s[0].transpose(dim, last)).contiguous());
     const Tensor g_rows = (dim == last ? g : g.transpose(dim, last)).contiguous();
     Tensor dx = empty(y_rows.shape(), {g.dtype(), g.device()});
     if (args.rows > 0)

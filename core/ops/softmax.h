@@ -1,4 +1,5 @@
-// Softmax family, fused: one pass per row forward and one backward, from the saved output.
+// Softmax family, fused: one pass per row forward and one backward, from the saved output. A
+// bf16 x is computed on in float32 and gives a bf16 result (what backward reads).
 #pragma once
 
 #include "core/tensor.h"

@@ -82,7 +82,7 @@ TEST_CASE("bf16 matmul equals the float32 matmul of the widened operands, bit fo
   }
 }
 
-TEST_CASE("autocast to bf16: matmul rounds its float32 operands and stays within bf16's bound",
+TEST_CASE("autocast to bf16: matmul rounds its float32 operands and result, within bf16's bound",
           "[bf16][gemm][autocast]") {
   Generator gen(4);
   const Tensor a = randn({4, 33, 64}, {}, &gen), b = randn({64, 19}, {}, &gen);
@@ -93,9 +93,11 @@ TEST_CASE("autocast to bf16: matmul rounds its float32 operands and stays within
     mixed = matmul(a, b);
   }
   REQUIRE(autocast_precision() == Precision::f32);
-  REQUIRE(mixed.dtype() == DType::f32);
-  REQUIRE_EXACT(mixed, matmul(rounded(a), rounded(b)));
-  require_within_bf16_bound(mixed, matmul(a, b), matmul(abs64(a), abs64(b)), 64);
+  // The float32 sums of the rounded operands' products, rounded once more.
+  const Tensor sums = matmul(rounded(a), rounded(b));
+  REQUIRE(mixed.dtype() == DType::bf16);
+  REQUIRE_EXACT(mixed, rounded(sums));
+  require_within_bf16_bound(sums, matmul(a, b), matmul(abs64(a), abs64(b)), 64);
   // float64 operands are left alone: autocast only rounds float32.
   const Tensor a64 = a.to(DType::f64), b64 = b.to(DType::f64);
   const Autocast bf16(Precision::bf16);
@@ -114,21 +116,23 @@ TEST_CASE("linear with bf16 operands: forward and backward are the bf16 products
     const Autocast bf16(Precision::bf16);
     y = linear(x, w, bias);
   }
-  REQUIRE(y.dtype() == DType::f32);
+  REQUIRE(y.dtype() == DType::bf16);
   y.backward(dy);
   REQUIRE(x.grad().dtype() == DType::f32);
   REQUIRE(w.grad().dtype() == DType::f32);
 
-  // Exactly: the products of the rounded operands (dy rounded too in the backward), in float32.
+  // Exactly: the products of the rounded operands (dy rounded too in the backward), in float32,
+  // the forward's result rounded to bf16 (its gradient passes unrounded).
   const Tensor xb = widened(rounded(x.detach())), wb = widened(rounded(w.detach()));
   const Tensor dyb = widened(rounded(dy));
-  REQUIRE_EXACT(y.detach(), linear(xb, wb, bias.detach()));
+  const Tensor sums = linear(xb, wb, bias.detach());
+  REQUIRE_EXACT(y.detach(), rounded(sums));
   REQUIRE_EXACT(x.grad(), matmul(dyb, wb));
   REQUIRE_EXACT(w.grad(), matmul(dyb.t(), xb));
   REQUIRE_EXACT(bias.grad(), sum(dy, {0}));
 
   // Against float32: within the bound of the products' rounding.
-  require_within_bf16_bound(y.detach() - bias.detach(), linear(x.detach(), w.detach()),
+  require_within_bf16_bound(sums - bias.detach(), linear(x.detach(), w.detach()),
                             matmul(abs64(x), abs64(w).t()), 48);
   require_within_bf16_bound(x.grad(), matmul(dy, w.detach()), matmul(abs64(dy), abs64(w)), 29);
   require_within_bf16_bound(w.grad(), matmul(dy.t(), x.detach()), matmul(abs64(dy).t(), abs64(x)),

@@ -1,7 +1,8 @@
 // bfloat16 on the CUDA backend: the conversion kernels round like core/bf16.h's scalar functions
 // (the CPU backend's), bit for bit, from float32, float64 and int64 and back, contiguous and
-// strided; fill, arange, gather and where keep the bits; ops that compute refuse bf16 by name;
-// bf16 matrix products (cublasGemmStridedBatchedEx) match the CPU.
+// strided; fill, arange, gather and where keep the bits; ops that do not read bf16 refuse it by
+// name; bf16 matrix products (cublasGemmStridedBatchedEx) and the ops that read bf16 activations
+// match the CPU.
 // Poisoning is on: an unwritten element is NaN.
 #include <catch2/catch.hpp>
 
@@ -105,11 +106,12 @@ TEST_CASE("cuda/bf16 fill, arange, copies, gather and where keep the bits", "[cu
           bits_of(where(cond.cpu, table.cpu, other.cpu)));
 }
 
-TEST_CASE("cuda/ops that compute refuse bf16 with the op's name", "[cuda][bf16]") {
+TEST_CASE("cuda/ops that do not read bf16 refuse it with the op's name", "[cuda][bf16]") {
   if (!cuda_available_or_skip()) return;
   const Tensor b = ones({2, 2}, {DType::bf16, Device::cuda()});
-  REQUIRE_THROWS_WITH(exp(b), Catch::Contains("exp: bfloat16 is not supported yet"));
-  REQUIRE_THROWS_WITH(softmax(b), Catch::Contains("softmax: bfloat16 is not supported yet"));
+  REQUIRE_THROWS_WITH(layer_norm(b, ones({2}, {DType::bf16, Device::cuda()}),
+                                 ones({2}, {DType::bf16, Device::cuda()})),
+                      Catch::Contains("layer_norm: bfloat16 is not supported yet"));
   REQUIRE_THROWS_WITH(rand({2}, {DType::bf16, Device::cuda()}),
                       Catch::Contains("uniform: bfloat16 is not supported yet"));
 }
@@ -121,6 +123,8 @@ TEST_CASE("cuda/bf16 products match the CPU: matmul, linear and the LM head, und
   Generator gen(31);
   // Both devices sum the same exact bf16 products in float32, in different orders.
   constexpr double kTolerance = 1e-5;
+  // Two results rounded to bf16 apart, each by at most u = 2^-8 relative.
+  constexpr double kTwoRoundings = 2.0 / 256.0;
   const Mirrored a = mirrored(randn({3, 20, 48}, {}, &gen).to(DType::bf16));
   const Mirrored b = mirrored(randn({48, 24}, {}, &gen).to(DType::bf16));
   REQUIRE(relative_error(matmul(a.gpu, b.gpu), matmul(a.cpu, b.cpu)) <= kTolerance);
@@ -147,15 +151,74 @@ TEST_CASE("cuda/bf16 products match the CPU: matmul, linear and the LM head, und
     return Result{y.detach(), loss.detach(), xd.grad(), wd.grad(), bd.grad(), vd.grad()};
   };
   const Result cpu = run(Device::cpu()), gpu = run(Device::cuda());
-  REQUIRE(gpu.y.dtype() == DType::f32);
-  CHECK(relative_error(gpu.y, cpu.y) <= kTolerance);
+  REQUIRE(gpu.y.dtype() == DType::bf16);  // autocast rounds the result: compare the sums' roundings
+  CHECK(relative_error(gpu.y.to(DType::f32), cpu.y.to(DType::f32)) <= kTwoRoundings);
   CHECK(relative_error(gpu.loss, cpu.loss) <= kTolerance);
   CHECK(relative_error(gpu.dw, cpu.dw) <= kTolerance);
   CHECK(relative_error(gpu.dbias, cpu.dbias) <= kTolerance);
   // The LM head saves P' = exp(logits - shift) in bf16, each backend with its own shift (and
   // exp): the two round P' apart, each by at most u = 2^-8 relative, so its gradients (dx gets
   // one from each head) agree to 2u, not to float32's sums.
-  constexpr double kTwoRoundings = 2.0 / 256.0;
   CHECK(relative_error(gpu.dx, cpu.dx) <= kTwoRoundings);
   CHECK(relative_error(gpu.dvocab, cpu.dvocab) <= kTwoRoundings);
+}
+
+TEST_CASE(
+    "cuda/bf16 activations match the CPU: elementwise, dropout, softmax, layer_norm, "
+    "cross-entropy, attention",
+    "[cuda][bf16]") {
+  if (!cuda_available_or_skip()) return;
+  const PoisonScope poison;
+  Generator gen(32);
+  // Both backends run their float32 kernels on the same widened values; a bf16 result can then
+  // round two float32 values that differ in their last bits apart, by one bf16 step (2u).
+  constexpr double kFloat32 = 1e-5, kTwoRoundings = 2.0 / 256.0;
+  const auto compare = [&](const Tensor& gpu, const Tensor& cpu) {
+    REQUIRE(gpu.device() == Device::cuda());
+    REQUIRE(gpu.dtype() == cpu.dtype());
+    const double tolerance = cpu.dtype() == DType::bf16 ? kTwoRoundings : kFloat32;
+    CHECK(relative_error(gpu.to(DType::f32), cpu.to(DType::f32)) <= tolerance);
+  };
+  const Tensor x = randn({6, 40}, {}, &gen), other = randn({6, 40}, {}, &gen);
+  const Tensor gamma = randn({40}, {}, &gen), beta = randn({40}, {}, &gen);
+  const Tensor targets = from_vector<std::int64_t>({3, 0, 39, 7, 7, 12}, {6});
+  const Tensor projected = randn({2, 9, 4 * 8}, {}, &gen);  // 2 heads, 1 kv head, d_head 8
+  struct Result {
+    std::vector<Tensor> outputs, grads;
+  };
+  const auto run = [&](Device device) {
+    const auto leaf = [&](const Tensor& t) { return t.to(device).detach().requires_grad_(); };
+    const Tensor xd = leaf(x), od = leaf(other), gd = leaf(gamma), bd = leaf(beta),
+                 pd = leaf(projected);
+    Generator masks(5);
+    Result r;
+    Tensor loss;
+    {
+      const Autocast bf16(Precision::bf16);
+      const Tensor xb = xd.to(DType::bf16), ob = od.to(DType::bf16);
+      const Tensor activated = gelu(relu(xb) + ob * 0.5);             // bf16
+      const Tensor dropped = dropout(activated, 0.25, true, &masks);  // bf16
+      const Tensor mixed = dropped + od;                              // float32
+      const Tensor normed = layer_norm(xb, gd, bd);                   // float32
+      const Tensor probs = softmax(xb * ob, -1);                      // bf16
+      const Tensor ce = cross_entropy(ob, targets.to(device));        // float32
+      const Tensor attended = causal_attention(pd, 2, 1);             // bf16
+      r.outputs = {activated, dropped, mixed, normed, probs, ce, attended};
+      loss = sum(mixed * normed) + sum(probs * ob) + ce + sum(attended * attended);
+    }
+    loss.backward();
+    r.grads = {xd.grad(), od.grad(), gd.grad(), bd.grad(), pd.grad()};
+    return r;
+  };
+  const Result cpu = run(Device::cpu()), gpu = run(Device::cuda());
+  for (std::size_t i = 0; i < cpu.outputs.size(); ++i) {
+    INFO("output " << i);
+    compare(gpu.outputs[i], cpu.outputs[i]);
+  }
+  // The gradients flow through bf16 results that may differ by a rounding: within 2u.
+  for (std::size_t i = 0; i < cpu.grads.size(); ++i) {
+    INFO("gradient " << i);
+    REQUIRE(gpu.grads[i].dtype() == DType::f32);
+    CHECK(relative_error(gpu.grads[i], cpu.grads[i]) <= kTwoRoundings);
+  }
 }
