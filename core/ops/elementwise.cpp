@@ -33,9 +33,7 @@ DType result_dtype(std::string_view op, const Tensor& a, const Tensor& b) {
     check_same_dtype_device(op, a, b);
     return a.dtype();
   }
-  KILN_CHECK(a.device() == b.device(),
-             "{}: tensors are on different devices ({} and {}); move one with .to(device)", op,
-             a.device(), b.device());
+  check_same_device(op, a, b);
   return DType::f32;
 }
 

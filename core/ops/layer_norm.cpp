@@ -18,10 +18,10 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
   check_floating_or_bf16("layer_norm", x);
   check_floating("layer_norm", gamma);
   check_same_dtype_device("layer_norm", gamma, beta);
-  KILN_CHECK(gamma.dtype() == compute_dtype(x.dtype()) && gamma.device() == x.device(),
-             "layer_norm: x is {} on {}, so gamma and beta must be {} on {}, got {} on {}",
-             x.dtype(), x.device(), compute_dtype(x.dtype()), x.device(), gamma.dtype(),
-             gamma.device());
+  check_same_device("layer_norm", x, gamma);
+  KILN_CHECK(gamma.dtype() == compute_dtype(x.dtype()),
+             "layer_norm: x is {}, so gamma and beta must be {}, got {}", x.dtype(),
+             compute_dtype(x.dtype()), gamma.dtype());
   KILN_CHECK(x.dim() >= 1, "layer_norm: expected at least one dim, got a 0-dim tensor");
   const std::int64_t cols = x.size(-1);
   KILN_CHECK(gamma.shape() == Shape{cols} && beta.shape() == Shape{cols},

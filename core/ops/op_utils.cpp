@@ -9,6 +9,10 @@ void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor&
   KILN_CHECK(a.dtype() == b.dtype(),
              "{}: dtypes {} and {} differ (no implicit promotion; convert one with .to(dtype))", op,
              a.dtype(), b.dtype());
+  check_same_device(op, a, b);
+}
+
+void check_same_device(std::string_view op, const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.device() == b.device(),
              "{}: tensors are on different devices ({} and {}); move one with .to(device)", op,
              a.device(), b.device());

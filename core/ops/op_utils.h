@@ -25,6 +25,7 @@ inline Backend& backend_of(const Tensor& t) { return t.storage()->backend(); }
 
 // Errors unless a and b have the same dtype and device.
 void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor& b);
+void check_same_device(std::string_view op, const Tensor& a, const Tensor& b);
 // Errors unless t has a floating dtype that kernels compute in (float32 or float64).
 void check_floating(std::string_view op, const Tensor& t);
 // Errors unless t is float32, float64 or bfloat16: what the ops that read bf16 take (matrix
