@@ -1,9 +1,10 @@
 // bench_train: tokens/s of complete training steps (forward, backward, gradient clipping, Adam)
 // for the default model and large-cpu, on random token ids (the speed does not depend on the
 // data). Prints the median over several windows after a warm-up, the model arithmetic rate,
-// the peak resident memory and the peak bytes of live tensors, and with --profile the share of
-// the step per op family. --precision bf16 runs the forward under kiln::Autocast (bf16 matrix
-// products, docs/mixed-precision.md).
+// the peak resident memory, the peak bytes of live tensors and the bytes the forward keeps alive
+// for the backward (activations, the LM head's P', autocast's weight copies), and with --profile
+// the share of the step per op family. --precision bf16 runs the forward under kiln::Autocast
+// (bf16 products and activations, docs/mixed-precision.md).
 //
 //   build/bench/bench_train --config default --threads 2 --profile
 //   build/bench/bench_train --config default --precision bf16
@@ -114,14 +115,18 @@ int main(int argc, char** argv) {
       return from_vector(ids, {c.batch, c.seq_len});
     };
     double last_loss = 0.0;
+    std::size_t saved_bytes = 0;  // live tensor bytes the forward adds: what backward reads
+    Backend& cpu = backend_for(Device::cpu());
     auto step = [&] {
       const Tensor inputs = random_ids(), targets = random_ids();
       optimizer.zero_grad();
       Tensor loss;
+      const std::size_t before = cpu.bytes_in_use();
       {
         const Autocast mixed(precision);
         loss = model.loss(inputs, targets);
       }
+      saved_bytes = cpu.bytes_in_use() - before;
       loss.backward();
       optimizer.step(clip_scale(grad_norm(optimizer.parameters()), 1.0));
       last_loss = loss.item<double>();
@@ -143,10 +148,11 @@ int main(int argc, char** argv) {
     const double median = rates[rates.size() / 2];
     std::printf(
         "RESULT config %s precision %s threads %d train_tokens_per_sec %.1f ms_per_step %.1f "
-        "model_gflops %.1f peak_rss_mb %.0f peak_tensor_mb %.0f\n",
+        "model_gflops %.1f peak_rss_mb %.0f peak_tensor_mb %.0f saved_for_backward_mb %.0f\n",
         config_name.c_str(), precision_name.c_str(), threads, median,
         1e3 * c.batch * c.seq_len / median, median * flops * 1e-9, peak_rss_mb(),
-        static_cast<double>(backend_for(Device::cpu()).peak_bytes_in_use()) / (1 << 20));
+        static_cast<double>(cpu.peak_bytes_in_use()) / (1 << 20),
+        static_cast<double>(saved_bytes) / (1 << 20));
     if (profile_steps) {
       const auto totals = profile::totals();
       std::printf("profile over %d steps (%.2f s):\n", windows * steps_per_window, timed_seconds);
