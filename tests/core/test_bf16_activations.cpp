@@ -187,6 +187,11 @@ TEST_CASE("bf16 reductions sum in float32 and return float32", "[bf16][reduction
   const MaxResult m = max(x, 1), reference = max(widened(x), 1);
   REQUIRE_EXACT(m.values, reference.values);
   REQUIRE_EXACT(m.indices, reference.indices);
+  // Against float32 on unrounded inputs: a sum moves by at most u sum |x|.
+  const Tensor x32 = randn({4, 50, 3}, {}, &gen);
+  std::vector<double> bound = values(sum(where(lt(x32, zeros({})), neg(x32), x32), {1}));
+  for (double& b : bound) b = (u + kFloat32Slop) * b;
+  REQUIRE_WITHIN(sum(rounded(x32), {1}), sum(x32, {1}), bound);
   const Tensor l = leaf(x), r = leaf(x);
   (sum(l.to(DType::bf16) * 2.0, {0, 2}) * 3.0).sum().backward();
   (sum(r * 2.0, {0, 2}) * 3.0).sum().backward();
@@ -210,6 +215,13 @@ TEST_CASE("bf16 dropout: the float32 mask on the bf16 values, drawn again for th
   reference.backward(dy);
   REQUIRE_EXACT(l.grad(), dy * mask);
   REQUIRE_EXACT(r.grad(), dy * mask);
+  // Against float32 on unrounded inputs: x moves by u|x|, the result's rounding adds u|y|.
+  const Tensor x32 = randn({8, 65}, {}, &gen);
+  Generator fourth(99), fifth(99);
+  const Tensor exact = dropout(x32, 0.3, true, &fourth);
+  std::vector<double> bound = values(exact);
+  for (double& b : bound) b = (2 * u + u * u + kFloat32Slop) * std::abs(b);
+  REQUIRE_WITHIN(dropout(rounded(x32), 0.3, true, &fifth), exact, bound);
   REQUIRE(first.offset() == second.offset());
 }
 
