@@ -86,11 +86,10 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("div", BinaryOp::div, a, b);
   record("div", out, {a, b}, {a, b}, [](const Tensor& g, const Saved& s) {
     const Tensor g_over_b = div(g, s[1]);
-    return Grads{
-        s.needs_grad(0) ? sum_to(g_over_b, s[0].shape()) : Tensor(),
-        s.needs_grad(1)
-            ? sum_to(neg(mul(g_over_b, div(compute_copy(s[0]), s[1]))), s[1].shape())
-            : Tensor()};
+    return Grads{s.needs_grad(0) ? sum_to(g_over_b, s[0].shape()) : Tensor(),
+                 s.needs_grad(1)
+                     ? sum_to(neg(mul(g_over_b, div(compute_copy(s[0]), s[1]))), s[1].shape())
+                     : Tensor()};
   });
   return out;
 }
@@ -128,10 +127,9 @@ Tensor rsub(double a, const Tensor& b) {
 // d(a/x)/dx = -a/x^2 = -y/x.
 Tensor rdiv(double a, const Tensor& b) {
   Tensor out = unary_kernel("rdiv", UnaryOp::rdiv_scalar, b, a);
-  record("rdiv", out, {b}, {b, out},
-         [](const Tensor& g, const Saved& s) {
-           return Grads{neg(mul(g, div(compute_copy(s[1]), s[0])))};
-         });
+  record("rdiv", out, {b}, {b, out}, [](const Tensor& g, const Saved& s) {
+    return Grads{neg(mul(g, div(compute_copy(s[1]), s[0])))};
+  });
   return out;
 }
 
