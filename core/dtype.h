@@ -1,10 +1,12 @@
 // Element types. float32 is the working type, float64 exists for gradient checks, int64 holds
 // token ids and indices, bfloat16 (core/bf16.h) is a storage type for mixed precision: it is
-// created, copied, viewed, converted, printed and saved, and read by the matrix products (matmul,
-// linear: bf16 operands, float32 sums and result, core/autocast.h); any other op given a bfloat16
-// tensor is an error naming the op ("add: bfloat16 is not supported yet").
-// There is no implicit promotion: mixing float32 and float64 in one op is an error, and a C++
-// scalar operand takes the tensor's dtype.
+// created, copied, viewed, converted, printed and saved, and read by the matrix products and
+// attention (bf16 operands, float32 sums, core/autocast.h) and by the ops after them (elementwise
+// ops, reductions, dropout, softmax, layer_norm, cross-entropy), which compute in float32
+// (docs/mixed-precision.md); the rest (random factories, in-place updates, optimizers) refuse it
+// by name ("uniform: bfloat16 is not supported yet"). The one implicit promotion: an elementwise
+// op on a bfloat16 and a float32 tensor gives float32. Mixing float32 and float64 in one op is an
+// error, and a C++ scalar operand takes the tensor's dtype.
 #pragma once
 
 #include <cstddef>

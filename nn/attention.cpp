@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/backend.h"
 #include "core/ops/attention.h"
@@ -59,12 +60,20 @@ Tensor MultiHeadAttention::forward(const Tensor& x, KVCache* cache, Tensor* atte
     Q = rope_->forward(Q, past);
     K = rope_->forward(K, past);
   }
+  // The dtype attention reads (bf16 under autocast): the cache keeps K and V in it, so that a
+  // decoding step converts only its own positions.
+  Q = autocast_operand(Q), K = autocast_operand(K), V = autocast_operand(V);
   if (cache != nullptr) {
-    if (!cache->keys.defined()) {
-      KILN_CHECK(max_positions > 0, "MultiHeadAttention: a new KV cache needs max_positions");
-      cache->keys = empty({B, kv_heads, max_positions, d_head}, {K.dtype(), x.device()});
-      cache->values = empty({B, kv_heads, max_positions, d_head}, {V.dtype(), x.device()});
+    if (!cache->keys.defined() || (past == 0 && cache->keys.dtype() != K.dtype())) {
+      const std::int64_t capacity = cache->keys.defined() ? cache->keys.size(2) : max_positions;
+      KILN_CHECK(capacity > 0, "MultiHeadAttention: a new KV cache needs max_positions");
+      cache->keys = empty({B, kv_heads, capacity, d_head}, {K.dtype(), x.device()});
+      cache->values = empty({B, kv_heads, capacity, d_head}, {V.dtype(), x.device()});
     }
+    KILN_CHECK(cache->keys.dtype() == K.dtype(),
+               "MultiHeadAttention: the KV cache holds {} keys and values, but this step's are {}: "
+               "a cache filled at one precision cannot go on at another",
+               cache->keys.dtype(), K.dtype());
     KILN_CHECK(cache->keys.size(0) == B && past + T <= cache->keys.size(2),
                "MultiHeadAttention: KV cache of shape {} with {} positions cannot take {} more for "
                "batch {}",
@@ -91,7 +100,12 @@ Tensor MultiHeadAttention::forward(const Tensor& x, KVCache* cache, Tensor* atte
     // Group the query heads that share a kv head: (B, kv, group * T, d_head), so one batched
     // GEMM per kv head serves all of its query heads without copying K or V.
     const Tensor Qg = Q.reshape({B, kv_heads, group * T, d_head});
-    const Tensor S = matmul(Qg, K.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(d_head)));
+    // S in float32 even under autocast (the product's float32 sums, scaled before any rounding),
+    // as the fused kernels keep it; A is then float32 too, the attention map returned.
+    const Tensor S = [&] {
+      const Autocast float32_scores(Precision::f32);
+      return matmul(Qg, K.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(d_head)));
+    }();
     Tensor A = causal_softmax(S.view({B, kv_heads, group, T, keys}), past);  // sees keys <= t
     if (attention != nullptr) *attention = A.detach().view({B, heads, T, keys});
     A = dropout(A, attn_dropout, is_training(), gen_);

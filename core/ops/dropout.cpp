@@ -36,7 +36,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   profile::Scope scope(profile::Family::other);
   Generator& g = gen != nullptr ? *gen : default_generator();
   const std::uint64_t seed = g.seed(), offset = g.reserve((x.numel() + 3) / 4);
-  const Tensor input = compute_copy(x.detach().contiguous());
+  const Tensor input = compute_copy(x.detach()).contiguous();
   const Tensor y =
       stored_as(times(input, dropout_mask(x.shape(), {input.dtype(), x.device()}, p, seed, offset)),
                 x.dtype());

@@ -30,7 +30,11 @@ DType result_dtype(std::string_view op, const Tensor& a, const Tensor& b) {
   const bool mixed_precision = (a.dtype() == DType::bf16 && b.dtype() == DType::f32) ||
                                (a.dtype() == DType::f32 && b.dtype() == DType::bf16);
   if (!mixed_precision) {
-    check_same_dtype_device(op, a, b);
+    KILN_CHECK(a.dtype() == b.dtype(),
+               "{}: dtypes {} and {} differ (the one implicit promotion is bfloat16 with float32; "
+               "convert one with .to(dtype))",
+               op, a.dtype(), b.dtype());
+    check_same_device(op, a, b);
     return a.dtype();
   }
   check_same_device(op, a, b);

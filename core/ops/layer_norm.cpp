@@ -16,7 +16,6 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
   check_defined("layer_norm", gamma);
   check_defined("layer_norm", beta);
   check_floating_or_bf16("layer_norm", x);
-  check_floating("layer_norm", gamma);
   check_same_dtype_device("layer_norm", gamma, beta);
   check_same_device("layer_norm", x, gamma);
   KILN_CHECK(gamma.dtype() == compute_dtype(x.dtype()),

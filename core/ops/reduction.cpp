@@ -66,7 +66,7 @@ Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim)
   check_floating_or_bf16("sum", x);
   const std::vector<int> ds = reduced_dims(x, dims, "sum");
   // Reduce each run of adjacent dims in one pass, the innermost run first.
-  Tensor out = compute_copy(x.contiguous().detach());
+  Tensor out = compute_copy(x.detach()).contiguous();
   for (std::size_t end = ds.size(); end > 0;) {
     std::size_t begin = end - 1;
     while (begin > 0 && ds[begin - 1] == ds[begin] - 1) --begin;
@@ -97,7 +97,7 @@ MaxResult max(const Tensor& x, std::int64_t dim, bool keepdim) {
   KILN_CHECK(x.dim() > 0, "max: expected a tensor with at least one dim, got a scalar");
   const int d = normalize_dim(dim, x.dim(), "max");
   KILN_CHECK(x.shape()[d] > 0, "max: cannot take the max over an empty dim (shape {})", x.shape());
-  const Tensor input = compute_copy(x.contiguous().detach());
+  const Tensor input = compute_copy(x.detach()).contiguous();
   const Shape& s = x.shape();
   std::int64_t outer = 1, inner = 1;
   for (int i = 0; i < d; ++i) outer *= s[i];

@@ -22,7 +22,7 @@ Tensor softmax_rows(std::string_view op, const Tensor& x, std::int64_t dim_in, b
   const int dim = normalize_dim(dim_in, x.dim(), op);
   const int last = static_cast<int>(x.dim()) - 1;
   const Tensor rows =
-      compute_copy((dim == last ? x : x.detach().transpose(dim, last)).contiguous().detach());
+      compute_copy(dim == last ? x.detach() : x.detach().transpose(dim, last)).contiguous();
   SoftmaxArgs args;
   args.dtype = rows.dtype();
   args.cols = rows.size(-1);

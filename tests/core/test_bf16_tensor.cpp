@@ -155,7 +155,9 @@ TEST_CASE("ops that do not read bf16 refuse it with the op's name", "[bf16][tens
     return Catch::Contains(op + ": bfloat16 is not supported yet");
   };
   const Tensor gamma = ones({2}, {.dtype = DType::bf16});
-  REQUIRE_THROWS_WITH(layer_norm(b, gamma, gamma), refused("layer_norm"));
+  REQUIRE_THROWS_WITH(layer_norm(b, gamma, gamma),
+                      Catch::Contains("layer_norm: x is bfloat16, so gamma and beta must be "
+                                      "float32, got bfloat16"));
   REQUIRE_THROWS_WITH(uniform({2}, 0.0, 1.0, {.dtype = DType::bf16}), refused("uniform"));
   REQUIRE_THROWS_WITH(randn({2}, {.dtype = DType::bf16}), refused("normal"));
   REQUIRE_THROWS_WITH(b.requires_grad_(),

@@ -109,11 +109,14 @@ TEST_CASE("cuda/bf16 fill, arange, copies, gather and where keep the bits", "[cu
 TEST_CASE("cuda/ops that do not read bf16 refuse it with the op's name", "[cuda][bf16]") {
   if (!cuda_available_or_skip()) return;
   const Tensor b = ones({2, 2}, {DType::bf16, Device::cuda()});
-  REQUIRE_THROWS_WITH(layer_norm(b, ones({2}, {DType::bf16, Device::cuda()}),
-                                 ones({2}, {DType::bf16, Device::cuda()})),
-                      Catch::Contains("layer_norm: bfloat16 is not supported yet"));
+  REQUIRE_THROWS_WITH(
+      layer_norm(b, ones({2}, {DType::bf16, Device::cuda()}),
+                 ones({2}, {DType::bf16, Device::cuda()})),
+      Catch::Contains("layer_norm: x is bfloat16, so gamma and beta must be float32"));
   REQUIRE_THROWS_WITH(rand({2}, {DType::bf16, Device::cuda()}),
                       Catch::Contains("uniform: bfloat16 is not supported yet"));
+  NoGradGuard no_grad;
+  REQUIRE_THROWS_WITH(b.add_(b), Catch::Contains("add_: bfloat16 is not supported yet"));
 }
 
 TEST_CASE("cuda/bf16 products match the CPU: matmul, linear and the LM head, under autocast",
