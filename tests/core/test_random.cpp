@@ -39,7 +39,7 @@ TEST_CASE("rand follows the documented counter layout exactly", "[random]") {
   REQUIRE(gen.offset() == 2);  // two counters reserved
 }
 
-TEST_CASE("the same seed gives the same numbers; draws never overlap", "[random]") {
+TEST_CASE("the same seed gives the same numbers, and draws never overlap", "[random]") {
   Generator a(7), b(7);
   const Tensor x = randn({1000}, {}, &a);
   const Tensor y = randn({1000}, {}, &b);

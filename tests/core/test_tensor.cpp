@@ -76,7 +76,7 @@ TEST_CASE("slice, select, expand, squeeze and unsqueeze give the expected geomet
   REQUIRE_THROWS_WITH(m.transpose(0, 2), Catch::Contains("transpose") && Catch::Contains("dim 2"));
 }
 
-TEST_CASE("contiguous copies only when needed; clone always copies", "[tensor]") {
+TEST_CASE("contiguous copies only when needed, clone always copies", "[tensor]") {
   const Tensor a = ones({3, 4});
   REQUIRE(a.contiguous().is_same(a));
   REQUIRE(a.clone().storage() != a.storage());

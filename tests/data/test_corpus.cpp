@@ -59,7 +59,7 @@ TEST_CASE("corpus ids follow first appearance over train, valid, then test", "[c
                Contains("unknown split 'dev'; expected one of train, valid, test"));
 }
 
-TEST_CASE("lines end at \\n, \\r\\n and \\r, as in Python's universal newlines", "[corpus]") {
+TEST_CASE("lines end at LF, CRLF and CR, as in Python's universal newlines", "[corpus]") {
   using W = std::vector<std::string>;
   REQUIRE(tokenize_words("a\rb\r\r\nc") == W{"a", "<eos>", "b", "<eos>", "<eos>", "c", "<eos>"});
   REQUIRE(tokenize_words("\n\n") == W{"<eos>", "<eos>"});

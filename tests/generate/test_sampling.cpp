@@ -112,7 +112,7 @@ TEST_CASE("greedy and top-k 1 pick the most probable token, ties to the lower id
   }
 }
 
-TEST_CASE("a draw reserves ceil(vocab / 2) counters whatever the options; greedy none") {
+TEST_CASE("a draw reserves ceil(vocab / 2) counters whatever the options, greedy none") {
   Generator gen(42);
   lm::sample_next(kLogits, {}, gen);
   REQUIRE(gen.offset() == 2);
