@@ -103,10 +103,8 @@ Tensor materialized_causal_attention(const Tensor& projected, std::int64_t heads
   Tensor mask, dropped = probs;
   if (training && dropout_p > 0.0) {
     Generator& g = gen != nullptr ? *gen : default_generator();
-    mask = empty(probs.shape(), options);
     const std::uint64_t offset = g.reserve((probs.numel() + 3) / 4);
-    backend.dropout_mask(probs.dtype(), mask.raw_data(), probs.numel(), dropout_p, g.seed(),
-                         offset);
+    mask = dropout_mask(probs.shape(), options, dropout_p, g.seed(), offset);
     dropped = empty(probs.shape(), options);
     backend.binary(BinaryOp::mul, arg_of(dropped), arg_of(probs), arg_of(mask));
   }

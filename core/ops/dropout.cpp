@@ -8,14 +8,6 @@ namespace kiln {
 
 namespace {
 
-// D: 1/(1-p) where the element is kept, 0 where it is dropped, from the counters at offset.
-Tensor dropout_mask(const Shape& shape, TensorOptions options, double p, std::uint64_t seed,
-                    std::uint64_t offset) {
-  Tensor mask = empty(shape, options);
-  backend_of(mask).dropout_mask(options.dtype, mask.raw_data(), mask.numel(), p, seed, offset);
-  return mask;
-}
-
 // a * b in a's dtype, for contiguous tensors of one shape (no autograd).
 Tensor times(const Tensor& a, const Tensor& b) {
   Tensor out = empty(a.shape(), {a.dtype(), a.device()});

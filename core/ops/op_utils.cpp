@@ -47,6 +47,13 @@ Tensor stored_as(const Tensor& t, DType dtype) {
   return out;
 }
 
+Tensor dropout_mask(const Shape& shape, TensorOptions options, double p, std::uint64_t seed,
+                    std::uint64_t offset) {
+  Tensor mask = empty(shape, options);
+  backend_of(mask).dropout_mask(options.dtype, mask.raw_data(), mask.numel(), p, seed, offset);
+  return mask;
+}
+
 void check_defined(std::string_view op, const Tensor& t) {
   KILN_CHECK(t.defined(), "{}: got an undefined tensor", op);
 }

@@ -1,6 +1,7 @@
 // Helpers shared by the op implementations (not part of the public API).
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 #include "core/backend.h"
@@ -42,6 +43,11 @@ void check_computable(std::string_view op, DType dtype);
 Tensor compute_copy(const Tensor& t);
 // t converted to dtype (round to nearest even for bf16), or t itself when it already is.
 Tensor stored_as(const Tensor& t, DType dtype);
+
+// Dropout's mask D: 1/(1-p) where an element is kept, 0 where it is dropped, drawn from the Philox
+// counters at offset (the same seed and offset give the same mask on either device).
+Tensor dropout_mask(const Shape& shape, TensorOptions options, double p, std::uint64_t seed,
+                    std::uint64_t offset);
 
 // Errors unless t is defined.
 void check_defined(std::string_view op, const Tensor& t);
