@@ -7,7 +7,7 @@ namespace kiln {
 
 struct BuildInfo {
   const char* version;
-  const char* git;     // commit at configure time
+  const char* git;     // commit at build time, "-dirty" when tracked files had changes
   const char* flags;   // compiler and optimisation flags
   bool cuda;           // the CUDA backend is built
   bool cuda_emulated;  // on kiln's CPU emulator of a GPU (KILN_CUDA=EMULATE, a test build)
