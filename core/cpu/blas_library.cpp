@@ -107,12 +107,14 @@ const BlasLibrary* choose() {
   return blas_library("blis");
 }
 
-// On AMD Zen, BLIS's own zen kernels beat OpenBLAS's Haswell ones on training's narrow products
+// On AMD Zen 3, BLIS's zen3 kernels beat OpenBLAS's Haswell ones on training's narrow products
 // (n <= 768: the LM head's dE and dh, the input gradients, the QKV projection: 5-21% in
 // bench_ops) and lose on square and wide ones (the logits, n = 33278: 4%; 1024^3: 10%), so those
-// stay with OpenBLAS (docs/performance.md has the table). Products under 2^26 multiply-adds stay
-// with OpenBLAS too: BLIS's busy-waiting (above) costs most where many small products share
-// the cores.
+// stay with OpenBLAS (docs/performance.md has the tables). BLIS's older zen kernels lose to
+// OpenBLAS on the narrow products too (dE 55 against 69 GFLOP/s on an EPYC that BLIS runs with
+// them; the default model trains 5-7% faster through OpenBLAS alone there), so only zen3 gets the
+// split. Products under 2^26 multiply-adds stay with OpenBLAS too: BLIS's busy-waiting (above)
+// costs most where many small products share the cores.
 constexpr std::int64_t kNarrowColumns = 768;
 constexpr std::int64_t kNarrowMinMultiplyAdds = std::int64_t{1} << 26;
 
@@ -121,7 +123,7 @@ const BlasLibrary* choose_narrow() {
   const BlasLibrary* primary = gemm_library();
   if (primary == nullptr || primary->name != "openblas") return nullptr;
   const BlasLibrary* blis = blas_library("blis");
-  if (blis == nullptr || blis->kernels.rfind("zen", 0) != 0) return nullptr;
+  if (blis == nullptr || blis->kernels != "zen3") return nullptr;
   return blis;
 }
 

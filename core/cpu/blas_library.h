@@ -7,7 +7,7 @@
 //
 // Which one a GEMM uses (gemm_library): KILN_GEMM=openblas|blis|eigen in the environment forces
 // one; otherwise OpenBLAS, else BLIS, else Eigen (why OpenBLAS before BLIS: blas_library.cpp),
-// except that on AMD Zen large narrow products go through BLIS's zen kernels, which measured
+// except that on AMD Zen 3 large narrow products go through BLIS's zen3 kernels, which measured
 // faster on them. The choice depends only on the shape and what is installed, never on timing,
 // so runs are reproducible.
 #pragma once
