@@ -278,6 +278,10 @@ class Backend {
   // mask[i] = 1/(1-p) where the element is kept, 0 where it is dropped.
   virtual void dropout_mask(DType dtype, void* mask, std::int64_t n, double p, std::uint64_t seed,
                             std::uint64_t offset) = 0;
+  // out[i] = in[i] * mask[i] with the mask dropout_mask draws, in one pass and without the mask
+  // in memory (dropout's forward and backward). in and out do not overlap.
+  virtual void dropout_apply(DType dtype, void* out, const void* in, std::int64_t n, double p,
+                             std::uint64_t seed, std::uint64_t offset) = 0;
 
   // ---- Optimizer updates (contiguous, n elements)
   virtual void adam_update(DType dtype, std::int64_t n, void* param, const void* grad,

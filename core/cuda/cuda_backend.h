@@ -100,6 +100,8 @@ class CudaBackend final : public Backend {
                      std::uint64_t seed, std::uint64_t offset) override;
   void dropout_mask(DType dtype, void* mask, std::int64_t n, double p, std::uint64_t seed,
                     std::uint64_t offset) override;
+  void dropout_apply(DType dtype, void* out, const void* in, std::int64_t n, double p,
+                     std::uint64_t seed, std::uint64_t offset) override;
 
   void adam_update(DType dtype, std::int64_t n, void* param, const void* grad, void* exp_avg,
                    void* exp_avg_sq, const AdamArgs& args) override;

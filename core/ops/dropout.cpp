@@ -8,10 +8,10 @@ namespace kiln {
 
 namespace {
 
-// a * b in a's dtype, for contiguous tensors of one shape (no autograd).
-Tensor times(const Tensor& a, const Tensor& b) {
-  Tensor out = empty(a.shape(), {a.dtype(), a.device()});
-  backend_of(a).binary(BinaryOp::mul, arg_of(out), arg_of(a), arg_of(b));
+// x * D for a contiguous x, D drawn as it is applied (no mask tensor, no autograd).
+Tensor apply_mask(const Tensor& x, double p, std::uint64_t seed, std::uint64_t offset) {
+  Tensor out = empty(x.shape(), {x.dtype(), x.device()});
+  backend_of(x).dropout_apply(x.dtype(), out.raw_data(), x.raw_data(), x.numel(), p, seed, offset);
   return out;
 }
 
@@ -29,13 +29,9 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   Generator& g = gen != nullptr ? *gen : default_generator();
   const std::uint64_t seed = g.seed(), offset = g.reserve((x.numel() + 3) / 4);
   const Tensor input = compute_copy(x.detach()).contiguous();
-  const Tensor y =
-      stored_as(times(input, dropout_mask(x.shape(), {input.dtype(), x.device()}, p, seed, offset)),
-                x.dtype());
+  const Tensor y = stored_as(apply_mask(input, p, seed, offset), x.dtype());
   record("dropout", y, {x}, {}, [p, seed, offset](const Tensor& dy, const Saved&) {
-    const Tensor grad = dy.contiguous();
-    return Grads{
-        times(grad, dropout_mask(grad.shape(), {grad.dtype(), grad.device()}, p, seed, offset))};
+    return Grads{apply_mask(dy.contiguous(), p, seed, offset)};
   });
   return y;
 }

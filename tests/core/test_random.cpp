@@ -2,6 +2,8 @@
 // reproducibility of the random factories.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "core/backend.h"
 #include "core/kiln.h"
@@ -105,5 +107,40 @@ TEST_CASE("the CPU kernels draw every element from its counter, across blocks an
       REQUIRE(normal64[i] == 2.0 + 0.5 * philox::normal_from(a, b));
       REQUIRE(mask[i] == (philox::dropout_keep(w4.w[i % 4], threshold) ? 1.0f / 0.75f : 0.0f));
     }
+  }
+}
+
+TEST_CASE("dropout_apply multiplies by dropout_mask's mask as it draws it", "[random]") {
+  // The fused kernel must give x * mask exactly, element by element, in both dtypes, for offsets
+  // and lengths that do not fall on the 16-counter blocks; a dropped inf becomes NaN, as 0 * inf.
+  Backend& cpu = backend_for(Device::cpu());
+  const std::int64_t n = 1003;
+  for (std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{9}}) {
+    INFO("offset " << offset);
+    std::vector<float> x32(n), mask32(n), y32(n);
+    std::vector<double> x64(n), mask64(n), y64(n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      x32[i] = static_cast<float>(i % 17) - 8.25f;
+      x64[i] = 0.001 * static_cast<double>(i) - 0.4;
+    }
+    x32[0] = x32[1] = x32[2] = x32[3] = std::numeric_limits<float>::infinity();
+    cpu.dropout_mask(DType::f32, mask32.data(), n, 0.5, 42, offset);
+    cpu.dropout_mask(DType::f64, mask64.data(), n, 0.3, 42, offset);
+    cpu.dropout_apply(DType::f32, y32.data(), x32.data(), n, 0.5, 42, offset);
+    cpu.dropout_apply(DType::f64, y64.data(), x64.data(), n, 0.3, 42, offset);
+    std::int64_t dropped = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      INFO("element " << i);
+      const float want32 = x32[i] * mask32[i];
+      if (std::isnan(want32)) {
+        REQUIRE(std::isnan(y32[i]));
+      } else {
+        REQUIRE(y32[i] == want32);
+      }
+      REQUIRE(y64[i] == x64[i] * mask64[i]);
+      dropped += mask32[i] == 0.0f;
+    }
+    REQUIRE(dropped > n / 3);  // the mask is not all ones: the product was tested on both values
+    REQUIRE(dropped < 2 * n / 3);
   }
 }

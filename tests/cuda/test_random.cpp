@@ -69,3 +69,21 @@ TEST_CASE("cuda/dropout masks equal the CPU's bit for bit", "[cuda][random]") {
     }
   }
 }
+
+TEST_CASE("cuda/dropout applied as it is drawn equals the CPU's bit for bit", "[cuda][random]") {
+  if (!cuda_available_or_skip()) return;
+  const PoisonScope poison;
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (double p : {0.1, 0.5}) {
+      for (std::int64_t n : kCounts) {
+        INFO(dtype_name(dtype) << " p " << p << " n " << n);
+        Generator gen(3);
+        const Mirrored x = uniform_mirrored({n}, gen, -2.0, 2.0, dtype);
+        const Mirrored y = outputs({n}, dtype);
+        cpu_backend_ref().dropout_apply(dtype, y.cpu.raw_data(), x.cpu.raw_data(), n, p, 77, 5);
+        gpu_backend().dropout_apply(dtype, y.gpu.raw_data(), x.gpu.raw_data(), n, p, 77, 5);
+        REQUIRE_EXACT(y.gpu, y.cpu);
+      }
+    }
+  }
+}
