@@ -1,6 +1,7 @@
 // CPU reductions over contiguous (outer, reduced, inner) data. Each output element is summed by
 // one task in a fixed order that depends only on the shape (never on the thread count), with
 // float64 accumulators; long rows are split into fixed chunks whose partials are added in order.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -15,8 +16,10 @@ namespace {
 
 // Rows longer than this (with few rows) are summed in chunks in parallel.
 constexpr std::int64_t kRowChunk = 65536;
-// Columns per task when summing over a middle dim (inner > 1).
-constexpr std::int64_t kColumnBlock = 256;
+// Columns and rows per task when summing over a middle dim (inner > 1): a block's float64
+// accumulators (16 KB) stay in L1.
+constexpr std::int64_t kColumnBlock = 2048;
+constexpr std::int64_t kRowsPerTask = 256;
 
 template <typename T>
 void sum_kernel(const T* in, T* out, std::int64_t outer, std::int64_t reduced, std::int64_t inner) {
@@ -42,18 +45,40 @@ void sum_kernel(const T* in, T* out, std::int64_t outer, std::int64_t reduced, s
     }
     return;
   }
+  // Summing over a middle dim (a linear layer's bias gradient: (N, out) -> (out)). A task sums
+  // a chunk of kRowsPerTask rows of one block of columns, reading each row's block contiguously
+  // (columns strided a whole row apart defeat the hardware prefetcher); the chunks' float64
+  // partials are then added in chunk order. Chunks and blocks depend only on the shape.
   const std::int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
-  parallel_tasks(outer * blocks, outer * reduced * inner, [&](std::int64_t task) {
-    const std::int64_t o = task / blocks;
-    const std::int64_t c0 = (task % blocks) * kColumnBlock;
+  const std::int64_t chunks = (reduced + kRowsPerTask - 1) / kRowsPerTask;
+  std::vector<double> partial(chunks > 1 ? outer * chunks * inner : 0);
+  parallel_tasks(outer * blocks * chunks, outer * reduced * inner, [&](std::int64_t task) {
+    const std::int64_t o = task / (blocks * chunks);
+    const std::int64_t c0 = (task / chunks % blocks) * kColumnBlock, chunk = task % chunks;
     const std::int64_t width = std::min(kColumnBlock, inner - c0);
+    const std::int64_t r0 = chunk * kRowsPerTask, rows = std::min(kRowsPerTask, reduced - r0);
     double acc[kColumnBlock] = {};
-    const T* base = in + o * reduced * inner + c0;
-    for (std::int64_t r = 0; r < reduced; ++r) {
+    const T* base = in + (o * reduced + r0) * inner + c0;
+    for (std::int64_t r = 0; r < rows; ++r) {
       const T* row = base + r * inner;
+#pragma omp simd
       for (std::int64_t c = 0; c < width; ++c) acc[c] += static_cast<double>(row[c]);
     }
-    for (std::int64_t c = 0; c < width; ++c) out[o * inner + c0 + c] = static_cast<T>(acc[c]);
+    if (chunks == 1) {
+      for (std::int64_t c = 0; c < width; ++c) out[o * inner + c0 + c] = static_cast<T>(acc[c]);
+    } else {
+      std::copy(acc, acc + width, partial.begin() + (o * chunks + chunk) * inner + c0);
+    }
+  });
+  if (chunks == 1) return;
+  parallel_chunks(outer * inner, kColumnBlock, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t o = i / inner, c = i % inner;
+      const double* p = partial.data() + o * chunks * inner + c;
+      double total = 0.0;
+      for (std::int64_t chunk = 0; chunk < chunks; ++chunk) total += p[chunk * inner];
+      out[i] = static_cast<T>(total);
+    }
   });
 }
 

@@ -1,5 +1,7 @@
 // Tensor basics: factories, views and their shared storage, copies, in-place updates, printing.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
 
 #include "core/kiln.h"
 #include "tests/harness/near.h"
@@ -150,5 +152,25 @@ TEST_CASE("devices parse, and CUDA tensors are a clear error without CUDA", "[te
   if (cuda_device_count() == 0) {
     REQUIRE_THROWS_WITH(zeros({2}, {.device = Device::cuda(0)}), Catch::Contains("cuda:0"));
     REQUIRE_THROWS_WITH(ones({2}).to(Device::cuda(0)), Catch::Contains("cuda:0"));
+  }
+}
+
+TEST_CASE("sum over a long middle dim equals the float64 sum, across row chunks and column blocks",
+          "[tensor]") {
+  // (2, 1000, 2500) summed over dim 1: the CPU kernel splits the 1000 rows into chunks and the
+  // 2500 columns into blocks; every output must be the float64 sum of its column, rounded once.
+  const std::int64_t outer = 2, rows = 1000, cols = 2500;
+  Generator gen(11);
+  const Tensor x = uniform({outer, rows, cols}, -1, 1, {}, &gen);
+  const std::vector<float> values = x.to_vector<float>();
+  const std::vector<float> sums = sum(x, {1}).to_vector<float>();
+  REQUIRE(sums.size() == static_cast<std::size_t>(outer * cols));
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      double want = 0.0;
+      for (std::int64_t r = 0; r < rows; ++r) want += values[(o * rows + r) * cols + c];
+      INFO("outer " << o << " column " << c);
+      REQUIRE(std::abs(sums[o * cols + c] - want) <= 1e-6 * (1.0 + std::abs(want)));
+    }
   }
 }
