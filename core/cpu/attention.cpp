@@ -8,7 +8,7 @@
 //   S = scale Q_i K_j^T,  m' = max(m, rowmax S),  P = exp(S - m'),  l = l e^(m - m') + rowsum P,
 //   O = O e^(m - m') + (P * Z) V_j;  finally Y = O / l and L = m + log l (the logsumexp).
 // Backward, one task per (batch, head), key tiles outer and query tiles inner (only the tiles on
-// or below the diagonal), with D = rowsum(dY * Y):
+// or below the diagonal, and of each only the keys its last query sees), with D = rowsum(dY * Y):
 //   P = exp(S - L),  dP = (dY V_j^T) * Z,  dV_j += (P * Z)^T dY_i,  dS = P * (dP - D),
 //   dK_j += scale dS^T Q_i,  dQ_i += scale dS K_j.
 // A task owns its head's dQ, and its dK and dV (for GQA a per-query-head buffer, summed over the
@@ -234,21 +234,32 @@ void backward(const AttentionArgs& a, const T* logsumexp, const HeadsArg& dout_a
           T* dv_j = dv_own.at(b, own, j0);
           for (std::int64_t t0 = first_query; t0 < a.queries; t0 += kQueryTile) {
             const std::int64_t rows = std::min(kQueryTile, a.queries - t0);
-            const T beta_kv = t0 == first_query ? T(0) : T(1);
+            // The tile's keys that its last query sees (>= 1): the products skip the columns
+            // the causal mask zeroes for every row, as the forward's key_end does.
+            const std::int64_t seen = std::min(cols, t0 + rows + past - j0);
+            const bool first_tile = t0 == first_query;
+            const T beta_kv = first_tile ? T(0) : T(1);
+            if (first_tile) {
+              // Rows of dK_j and dV_j that only later query tiles reach start at zero.
+              for (std::int64_t c = seen; c < cols; ++c) {
+                std::fill(dk_j + c * dk_own.row_stride, dk_j + c * dk_own.row_stride + d, T(0));
+                std::fill(dv_j + c * dv_own.row_stride, dv_j + c * dv_own.row_stride + d, T(0));
+              }
+            }
             const T* q_i = q.at(b, head, t0);
             const T* dy_i = dout.at(b, head, t0);
-            tile_gemm<T>(false, true, rows, cols, d, scale, q_i, q.row_stride, k.at(b, g, j0),
+            tile_gemm<T>(false, true, rows, seen, d, scale, q_i, q.row_stride, k.at(b, g, j0),
                          k.row_stride, T(0), p, kKeyTile);
-            tile_gemm<T>(false, true, rows, cols, d, T(1), dy_i, dout.row_stride, v.at(b, g, j0),
+            tile_gemm<T>(false, true, rows, seen, d, T(1), dy_i, dout.row_stride, v.at(b, g, j0),
                          v.row_stride, T(0), ds, kKeyTile);
             for (std::int64_t r = 0; r < rows; ++r) {
               T* pr = p + r * kKeyTile;
               T* dr = ds + r * kKeyTile;
-              const std::int64_t n = visible_keys(t0 + r, past, j0, cols);
+              const std::int64_t n = visible_keys(t0 + r, past, j0, seen);
               const T shift = lse[t0 + r];
 #pragma omp simd
               for (std::int64_t c = 0; c < n; ++c) pr[c] = vec_exp(pr[c] - shift);
-              std::fill(pr + n, pr + cols, T(0));
+              std::fill(pr + n, pr + seen, T(0));
               if (dropout) {
                 T* pzr = pz + r * kKeyTile;
                 dropout_row(bh, t0 + r, j0, n, z);
@@ -257,18 +268,18 @@ void backward(const AttentionArgs& a, const T* logsumexp, const HeadsArg& dout_a
                   pzr[c] = pr[c] * z[c];
                   dr[c] *= z[c];
                 }
-                std::fill(pzr + n, pzr + cols, T(0));
+                std::fill(pzr + n, pzr + seen, T(0));
               }
               const T delta_r = delta[t0 + r];
 #pragma omp simd
-              for (std::int64_t c = 0; c < cols; ++c) dr[c] = pr[c] * (dr[c] - delta_r);
+              for (std::int64_t c = 0; c < seen; ++c) dr[c] = pr[c] * (dr[c] - delta_r);
             }
-            tile_gemm<T>(true, false, cols, d, rows, T(1), dropout ? pz : p, kKeyTile, dy_i,
+            tile_gemm<T>(true, false, seen, d, rows, T(1), dropout ? pz : p, kKeyTile, dy_i,
                          dout.row_stride, beta_kv, dv_j, dv_own.row_stride);
-            tile_gemm<T>(true, false, cols, d, rows, scale, ds, kKeyTile, q_i, q.row_stride,
+            tile_gemm<T>(true, false, seen, d, rows, scale, ds, kKeyTile, q_i, q.row_stride,
                          beta_kv, dk_j, dk_own.row_stride);
             // Key tile 0 is seen by every query: it starts each row of dQ.
-            tile_gemm<T>(false, false, rows, d, cols, scale, ds, kKeyTile, k.at(b, g, j0),
+            tile_gemm<T>(false, false, rows, d, seen, scale, ds, kKeyTile, k.at(b, g, j0),
                          k.row_stride, j0 == 0 ? T(0) : T(1), dq.at(b, head, t0), dq.row_stride);
           }
         }
