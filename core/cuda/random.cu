@@ -53,21 +53,14 @@ __global__ void __launch_bounds__(kThreads)
   });
 }
 
+// mask[i] where in is null (dropout_mask), else in[i] * mask[i] (dropout_apply).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    dropout_kernel(T* mask, std::int64_t n, std::uint32_t threshold, T keep_value,
+    dropout_kernel(T* out, const T* in, std::int64_t n, std::uint32_t threshold, T keep_value,
                    std::uint64_t seed, std::uint64_t offset) {
   for_each_counter<4>(n, seed, offset, [&](std::int64_t i, int j, const philox::Words& w) {
-    mask[i] = philox::dropout_keep(w.w[j], threshold) ? keep_value : T(0);
-  });
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    dropout_apply_kernel(T* out, const T* in, std::int64_t n, std::uint32_t threshold, T keep_value,
-                         std::uint64_t seed, std::uint64_t offset) {
-  for_each_counter<4>(n, seed, offset, [&](std::int64_t i, int j, const philox::Words& w) {
-    out[i] = in[i] * (philox::dropout_keep(w.w[j], threshold) ? keep_value : T(0));
+    const T mask = philox::dropout_keep(w.w[j], threshold) ? keep_value : T(0);
+    out[i] = in == nullptr ? mask : in[i] * mask;
   });
 }
 
@@ -103,18 +96,10 @@ void CudaBackend::random_normal(DType dtype, void* out, std::int64_t n, double m
 
 void CudaBackend::dropout_mask(DType dtype, void* mask, std::int64_t n, double p,
                                std::uint64_t seed, std::uint64_t offset) {
-  if (n == 0) return;
-  activate();
-  const std::uint32_t threshold = philox::dropout_threshold(p);
-  dispatch_floating(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T keep_value = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
-    KILN_LAUNCH(gpu::blocks_for((n + 3) / 4), gpu::kThreads, stream_, gpu::dropout_kernel<T>)
-    (static_cast<T*>(mask), n, threshold, keep_value, seed, offset);
-    KILN_CUDA_CHECK_LAUNCH();
-  });
+  dropout_apply(dtype, mask, nullptr, n, p, seed, offset);
 }
 
+// in may be null here: then the kernel writes the mask itself (dropout_mask).
 void CudaBackend::dropout_apply(DType dtype, void* out, const void* in, std::int64_t n, double p,
                                 std::uint64_t seed, std::uint64_t offset) {
   if (n == 0) return;
@@ -123,7 +108,7 @@ void CudaBackend::dropout_apply(DType dtype, void* out, const void* in, std::int
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T keep_value = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
-    KILN_LAUNCH(gpu::blocks_for((n + 3) / 4), gpu::kThreads, stream_, gpu::dropout_apply_kernel<T>)
+    KILN_LAUNCH(gpu::blocks_for((n + 3) / 4), gpu::kThreads, stream_, gpu::dropout_kernel<T>)
     (static_cast<T*>(out), static_cast<const T*>(in), n, threshold, keep_value, seed, offset);
     KILN_CUDA_CHECK_LAUNCH();
   });
