@@ -120,15 +120,15 @@ TEST_CASE("dropout_apply multiplies by dropout_mask's mask as it draws it", "[ra
     std::vector<float> x32(n), mask32(n), y32(n);
     std::vector<double> x64(n), mask64(n), y64(n);
     for (std::int64_t i = 0; i < n; ++i) {
-      x32[i] = static_cast<float>(i % 17) - 8.25f;
+      x32[i] =
+          i % 5 == 0 ? std::numeric_limits<float>::infinity() : static_cast<float>(i % 17) - 8.25f;
       x64[i] = 0.001 * static_cast<double>(i) - 0.4;
     }
-    x32[0] = x32[1] = x32[2] = x32[3] = std::numeric_limits<float>::infinity();
     cpu.dropout_mask(DType::f32, mask32.data(), n, 0.5, 42, offset);
     cpu.dropout_mask(DType::f64, mask64.data(), n, 0.3, 42, offset);
     cpu.dropout_apply(DType::f32, y32.data(), x32.data(), n, 0.5, 42, offset);
     cpu.dropout_apply(DType::f64, y64.data(), x64.data(), n, 0.3, 42, offset);
-    std::int64_t dropped = 0;
+    std::int64_t dropped = 0, dropped_inf = 0;
     for (std::int64_t i = 0; i < n; ++i) {
       INFO("element " << i);
       const float want32 = x32[i] * mask32[i];
@@ -139,8 +139,10 @@ TEST_CASE("dropout_apply multiplies by dropout_mask's mask as it draws it", "[ra
       }
       REQUIRE(y64[i] == x64[i] * mask64[i]);
       dropped += mask32[i] == 0.0f;
+      dropped_inf += mask32[i] == 0.0f && std::isinf(x32[i]);
     }
     REQUIRE(dropped > n / 3);  // the mask is not all ones: the product was tested on both values
     REQUIRE(dropped < 2 * n / 3);
+    REQUIRE(dropped_inf > 0);  // the NaN case was met
   }
 }
