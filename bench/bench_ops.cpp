@@ -48,6 +48,7 @@ struct GemmCase {
   std::int64_t m, n, k;
   bool trans_a, trans_b;  // as the LM's forward and backward call them
   const char* what;
+  bool in_quick = true;  // also run with --quick
 };
 
 // Eigen's own product on the same row-major operands (op(A) read in place, as kiln's fallback).
@@ -232,8 +233,9 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> attention_lengths{256, 1024, 4096};
   app.add_option("--attention-seq-lens", attention_lengths,
                  "T of the attention rows (default: 256 1024 4096; --quick: 256 1024)");
-  bool attention_only = false, rows_only = false;
+  bool attention_only = false, rows_only = false, gemm_only = false;
   app.add_flag("--attention-only", attention_only, "only the attention rows");
+  app.add_flag("--gemm-only", gemm_only, "only the GEMM rows");
   app.add_flag("--rows-only", rows_only, "only the row kernels");
   CLI11_PARSE(app, argc, argv);
   if (quick && app.count("--attention-seq-lens") == 0) attention_lengths = {256, 1024};
@@ -244,7 +246,7 @@ int main(int argc, char** argv) {
     // them (the same m n k and transposes), to compare the step's GEMMs with the BLAS alone.
     const std::vector<GemmCase> gemms = {
         {1024, 1024, 1024, false, false, "square"},
-        {2048, 2048, 2048, false, false, "square"},
+        {2048, 2048, 2048, false, false, "square", false},
         {2048, 33278, 256, false, true, "logits = h E^T (LM forward)"},
         {33278, 256, 2048, true, false, "dE = dlogits^T h (LM backward)"},
         {2048, 256, 33278, false, false, "dh = dlogits E (LM backward)"},
@@ -252,15 +254,24 @@ int main(int argc, char** argv) {
         {1024, 256, 2048, true, false, "FFN up, weight gradient"},
         {2048, 256, 1024, false, false, "FFN up, input gradient"},
         {2048, 768, 256, false, true, "QKV projection, forward"},
+        // The large-cpu config's (d_model 512, ff 2048, B 16 x T 128): its most expensive ones.
+        {2048, 33278, 512, false, true, "logits (large-cpu)", false},
+        {33278, 512, 2048, true, false, "dE (large-cpu)", false},
+        {2048, 512, 33278, false, false, "dh (large-cpu)", false},
+        {2048, 2048, 512, false, true, "FFN up, forward (large-cpu)", false},
+        {512, 2048, 2048, true, false, "FFN down, weight gradient (large-cpu)", false},
+        {2048, 512, 2048, false, false, "FFN up, input gradient (large-cpu)", false},
+        {2048, 1536, 512, false, true, "QKV projection, forward (large-cpu)", false},
+        {1536, 512, 2048, true, false, "QKV projection, weight gradient (large-cpu)", false},
     };
     for (int threads : attention_only || rows_only ? std::vector<int>{} : thread_counts)
       for (const GemmCase& g : gemms)
-        if (!(quick && g.m == 2048 && g.n == 2048 && g.k == 2048)) bench_gemm(g, threads, repeats);
-    for (int threads : attention_only ? std::vector<int>{} : thread_counts) {
+        if (g.in_quick || !quick) bench_gemm(g, threads, repeats);
+    for (int threads : attention_only || gemm_only ? std::vector<int>{} : thread_counts) {
       bench_row_kernels(2048, 33278, threads, repeats);
       bench_row_kernels(2048, 256, threads, quick ? 20 : 50);
     }
-    for (int threads : rows_only ? std::vector<int>{} : thread_counts)
+    for (int threads : rows_only || gemm_only ? std::vector<int>{} : thread_counts)
       for (std::int64_t T : attention_lengths)
         bench_attention(T, threads, T >= 4096 || quick ? 1 : 3);
   } catch (const Error& e) {

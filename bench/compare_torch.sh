@@ -4,7 +4,7 @@
 # pick -- Debian's (run_torch_ref.sh: OpenBLAS, tcmalloc) and the current PyPI wheel
 # (run_torch_pypi.sh: `pip install torch` in a virtual environment made once) -- with the same
 # threads, the same WikiText-2 windows, the same recipe and no evaluation. Prints each run's
-# tokens/s, final training loss and peak resident memory, then per config the median ratio of
+# tokens/s (both over the steps after the first 5), final training loss and peak resident memory, then per config the median ratio of
 # kiln to the faster PyTorch of each round, and fails when kiln's loss differs from a PyTorch
 # loss by more than 0.25 nats (they train the same model on the same data from different
 # initial weights).
@@ -48,6 +48,9 @@ config_flags() {
   esac
 }
 config_steps() { case $1 in default) echo 100 ;; large-cpu) echo 40 ;; esac; }
+config_tokens_per_step() { case $1 in default) echo $((32 * 64)) ;; large-cpu) echo $((16 * 128)) ;; esac; }
+# Steps left out of both programs' tokens/s: torch_ref.py's default --warmup.
+warmup=5
 
 # Runs a command under /usr/bin/time, leaving its output in $work/out and peak RSS (MB) in $work/rss.
 measure() {
@@ -73,12 +76,18 @@ for config in $configs; do
   steps=$(config_steps "$config")
   : >"$work/ratios"
   for round in $(seq "$rounds"); do
-    # train_lm's tokens/s counts every step, torch_ref's leaves out its first 5 (warm-up): the
-    # ratio favours PyTorch slightly. Each loss is the mean over the last 10 steps.
+    # Both count the same steps: torch_ref's tokens/s leaves out its first $warmup (warm-up),
+    # and kiln's is taken from train_lm's metrics rows, from the end of step $warmup to the end
+    # of the last (its RESULT line counts every step). Each loss is the mean over the last 5.
     # shellcheck disable=SC2086
     measure "$train_lm" --data "$data" --threads "$threads" --steps "$steps" --time-budget 0 \
-      --eval-every 0 --log-every 10 $flags
-    kiln_tps=$(awk '/^RESULT train_tokens_per_sec/ { print $3 }' "$work/out")
+      --eval-every 0 --log-every 5 --metrics "$work/metrics.jsonl" $flags
+    kiln_tps=$(awk -v first="$warmup" -v last="$steps" -v tokens="$(config_tokens_per_step "$config")" '
+      /"split":"train"/ { step = $0; sub(/.*"step":/, "", step); sub(/,.*/, "", step)
+        t = $0; sub(/.*"elapsed_s":/, "", t); sub(/[,}].*/, "", t)
+        if (step == first) t0 = t; if (step == last) t1 = t }
+      END { printf "%.1f", (last - first) * tokens / (t1 - t0) }' "$work/metrics.jsonl")
+    rm -f "$work/metrics.jsonl"
     kiln_loss=$(grep '^step ' "$work/out" | tail -1 | sed -E 's/.*loss ([0-9.]+).*/\1/')
     line=$(printf '%-9s round %d: kiln %7.1f tok/s loss %.3f peak %4d MB' "$config" "$round" \
       "$kiln_tps" "$kiln_loss" "$(cat "$work/rss")")
@@ -86,7 +95,7 @@ for config in $configs; do
     for torch in $torches; do
       # shellcheck disable=SC2086
       measure "$(torch_runner "$torch")" --data "$data" --threads "$threads" --steps "$steps" \
-        --log-interval 10 $flags
+        --warmup "$warmup" --log-interval 5 $flags
       torch_tps=$(awk '/^RESULT train_tokens_per_sec/ { print $3 }' "$work/out")
       torch_loss=$(grep '^step ' "$work/out" | tail -1 | sed -E 's/.*loss ([0-9.]+).*/\1/')
       version=$(sed -nE 's/^torch ([^ ]+) .*/\1/p' "$work/out" | head -1)
