@@ -4,10 +4,10 @@
 # pick -- Debian's (run_torch_ref.sh: OpenBLAS, tcmalloc) and the current PyPI wheel
 # (run_torch_pypi.sh: `pip install torch` in a virtual environment made once) -- with the same
 # threads, the same WikiText-2 windows, the same recipe and no evaluation. Prints each run's
-# tokens/s (both over the steps after the first 5), final training loss and peak resident memory, then per config the median ratio of
-# kiln to the faster PyTorch of each round, and fails when kiln's loss differs from a PyTorch
-# loss by more than 0.25 nats (they train the same model on the same data from different
-# initial weights).
+# tokens/s (both over the steps after the first 5), final training loss and peak resident
+# memory, then per config the median ratio of kiln to the faster PyTorch of each round, and fails
+# when kiln's loss differs from a PyTorch loss by more than 0.25 nats (they train the same model
+# on the same data from different initial weights).
 #
 #   bench/compare_torch.sh [--rounds N] [--threads N] [--configs "default large-cpu"]
 #                          [--torch "ref pypi"]
@@ -48,7 +48,12 @@ config_flags() {
   esac
 }
 config_steps() { case $1 in default) echo 100 ;; large-cpu) echo 40 ;; esac; }
-config_tokens_per_step() { case $1 in default) echo $((32 * 64)) ;; large-cpu) echo $((16 * 128)) ;; esac; }
+# Tokens per step: --batch-size times --seq-len among a config's flags.
+tokens_per_step() {
+  echo "$1" | awk '{ for (i = 1; i < NF; i++) { if ($i == "--batch-size") b = $(i + 1)
+                                                 if ($i == "--seq-len") t = $(i + 1) }
+                     print b * t }'
+}
 # Steps left out of both programs' tokens/s: torch_ref.py's default --warmup.
 warmup=5
 
@@ -82,7 +87,7 @@ for config in $configs; do
     # shellcheck disable=SC2086
     measure "$train_lm" --data "$data" --threads "$threads" --steps "$steps" --time-budget 0 \
       --eval-every 0 --log-every 5 --metrics "$work/metrics.jsonl" $flags
-    kiln_tps=$(awk -v first="$warmup" -v last="$steps" -v tokens="$(config_tokens_per_step "$config")" '
+    kiln_tps=$(awk -v first="$warmup" -v last="$steps" -v tokens="$(tokens_per_step "$flags")" '
       /"split":"train"/ { step = $0; sub(/.*"step":/, "", step); sub(/,.*/, "", step)
         t = $0; sub(/.*"elapsed_s":/, "", t); sub(/[,}].*/, "", t)
         if (step == first) t0 = t; if (step == last) t1 = t }
