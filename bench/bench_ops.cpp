@@ -1,8 +1,9 @@
 // bench_ops: speed of the kernels behind kiln's ops, called exactly as the ops call them.
 //   gemm M N K threads SOURCE GFLOP/s   C (M x N) = A (M x K) B (K x N), float32, where SOURCE
 //                                       is kiln (the backend's GEMM, as training calls it) and
-//                                       each library alone: openblas, blis (when installed),
-//                                       eigen -- the step's GEMMs against every ceiling
+//                                       each source alone: openblas, blis (when installed),
+//                                       packed (kiln's own kernel, where built), eigen -- the
+//                                       step's GEMMs against every ceiling
 //   <kernel> rows cols threads GB/s     bytes read + written per second; memory_read and
 //                                       memory_copy first: the memory's own rate in this run
 //   attention_tiled|materialized T ...  causal attention forward + backward: time, peak memory
@@ -22,6 +23,7 @@
 #include "core/backend.h"
 #include "core/cpu/blas_library.h"
 #include "core/cpu/cpu_backend.h"
+#include "core/cpu/packed_gemm.h"
 #include "core/kiln.h"
 #include "core/ops/op_utils.h"
 
@@ -98,6 +100,7 @@ void bench_gemm(const GemmCase& c, int threads, int repeats) {
                   static_cast<int>(c.n));
     });
   }
+  if (packed_gemm_built()) report("packed", [&] { packed_gemm(args); });
   report("eigen", [&] { eigen_gemm(c, pa, pb, pc); });
   set_num_threads(threads);  // back to the GEMM library's own setting
 }

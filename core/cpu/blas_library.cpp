@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "core/backend.h"
+#include "core/cpu/packed_gemm.h"
 
 namespace kiln {
 
@@ -98,8 +99,12 @@ bool forced_by_environment() {
 // three GEMMs 7% faster in all, but its threads busy-wait at its own barriers, whatever
 // OMP_WAIT_POLICY says: with more threads than free cores (two programs at once, --threads above
 // the core count, or CTest running tests side by side) a gradient check took 95 s instead of 0.5.
+bool forced_to(const char* name) {
+  return forced_by_environment() && std::strcmp(std::getenv("KILN_GEMM"), name) == 0;
+}
+
 const BlasLibrary* choose() {
-  if (forced_by_environment()) {
+  if (forced_by_environment() && !forced_to("packed")) {
     const char* forced = std::getenv("KILN_GEMM");
     return std::strcmp(forced, "eigen") == 0 ? nullptr : blas_library(forced);
   }
@@ -155,12 +160,23 @@ const BlasLibrary* gemm_library(std::int64_t m, std::int64_t n, std::int64_t k) 
   return gemm_library();
 }
 
+bool use_packed_gemm(std::int64_t m, std::int64_t n, std::int64_t k) {
+  static const bool forced = forced_to("packed") && packed_gemm_built();
+  static const bool allowed = !forced_by_environment();
+  return forced || (allowed && packed_gemm_preferred(m, n, k));
+}
+
 std::string cpu_gemm_source() {
   const BlasLibrary* blas = gemm_library();
   std::string source = blas != nullptr ? blas->name + " (" + blas->kernels + " kernels)" : "eigen";
   if (const BlasLibrary* narrow = narrow_library())
     source += " + " + narrow->name + " (" + narrow->kernels +
               " kernels) for n <= " + std::to_string(kNarrowColumns);
+  if (forced_to("packed") && packed_gemm_built()) {
+    source = "packed (" + packed_gemm_kernel() + ") for float32, " + source + " for float64";
+  } else if (!forced_by_environment() && !packed_gemm_rule().empty()) {
+    source += " + packed (" + packed_gemm_kernel() + ") for " + packed_gemm_rule();
+  }
   return source;
 }
 

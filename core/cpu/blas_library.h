@@ -8,8 +8,10 @@
 // Which one a GEMM uses (gemm_library): KILN_GEMM=openblas|blis|eigen in the environment forces
 // one; otherwise OpenBLAS, else BLIS, else Eigen (why OpenBLAS before BLIS: blas_library.cpp),
 // except that on AMD Zen 3 large narrow products go through BLIS's zen3 kernels, which measured
-// faster on them. The choice depends only on the shape and what is installed, never on timing,
-// so runs are reproducible.
+// faster on them, and that float32 products with a short k and a wide C (the logits) go through
+// kiln's own packed kernel (core/cpu/packed_gemm.h) where it is built; KILN_GEMM=packed sends
+// every float32 product there (float64 then takes the default library). The choice depends only
+// on the shape and what is installed, never on timing, so runs are reproducible.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,10 @@ const BlasLibrary* gemm_library();
 // The library for one product C (m x n) = op(A) (m x k) op(B) (k x n): gemm_library(), or BLIS
 // for the large narrow products on Zen (blas_library.cpp says which and why).
 const BlasLibrary* gemm_library(std::int64_t m, std::int64_t n, std::int64_t k);
+
+// Whether the float32 product (m, n, k) goes through kiln's packed kernel: KILN_GEMM=packed sends
+// every one there and any other KILN_GEMM none; otherwise the shapes packed_gemm_preferred names.
+bool use_packed_gemm(std::int64_t m, std::int64_t n, std::int64_t k);
 
 // cpu_gemm_source() (core/backend.h), which names these choices for environment summaries, is
 // defined in blas_library.cpp.

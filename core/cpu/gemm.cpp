@@ -1,8 +1,10 @@
 // CPU GEMM: a BLAS library's cblas_?gemm when one is loaded (core/cpu/blas_library.h), else
-// Eigen's matrix product. Row-major operands are used in place; a transposed operand is the same
-// memory read column-major. Both libraries parallelise one large product over blocks of C, each
-// block with one owner and the same order of additions (deterministic); a batch of small products
-// runs one product per task instead, each single-threaded inside the parallel region.
+// Eigen's matrix product, and kiln's own packed kernel for the float32 products it is faster on
+// (core/cpu/packed_gemm.h: the logits). Row-major operands are used in place; a transposed
+// operand is the same memory read column-major. Both libraries parallelise one large product over
+// blocks of C, each block with one owner and the same order of additions (deterministic); a batch
+// of small products runs one product per task instead, each single-threaded inside the parallel
+// region.
 //
 // bf16 operands are widened to float32 (exactly) in scratch memory and go through the float32
 // GEMM: Debian's OpenBLAS is built without cblas_sbgemm, and a CPU without AVX512_BF16 has no
@@ -17,6 +19,7 @@
 #include "core/cpu/bf16_runs.h"
 #include "core/cpu/blas_library.h"
 #include "core/cpu/cpu_backend.h"
+#include "core/cpu/packed_gemm.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/tile_gemm.h"
 #include "core/profiler.h"
@@ -73,6 +76,16 @@ void gemm_batched(const GemmArgs& g) {
   const T* b = static_cast<const T*>(g.b);
   T* c = static_cast<T*>(g.c);
   const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_packed_gemm(g.m, g.n, g.k)) {  // one product after the other, each on every thread
+      for (std::int64_t i = 0; i < g.batch; ++i) {
+        GemmArgs one = g;
+        one.a = a + i * g.stride_a, one.b = b + i * g.stride_b, one.c = c + i * g.stride_c;
+        packed_gemm(one);
+      }
+      return;
+    }
+  }
   const BlasLibrary* blas = gemm_library(g.m, g.n, g.k);
   auto one = [&](std::int64_t i) {
     if (blas != nullptr) {
