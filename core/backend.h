@@ -109,12 +109,14 @@ struct LayerNormArgs {
 };
 
 // Cross-entropy of each row of logits (rows, cols) against one int64 target per row; a row whose
-// target is ignore_index counts nothing. scale multiplies the backward's dlogits.
+// target is ignore_index counts nothing. scale multiplies the backward's dlogits. row_stride
+// (cross_entropy_forward_exp only): elements from one row of logits to the next, 0 for cols.
 struct CrossEntropyArgs {
   DType dtype = DType::f32;
   std::int64_t rows = 0, cols = 0;
   std::int64_t ignore_index = -100;
   double scale = 1.0;
+  std::int64_t row_stride = 0;
 };
 
 // ---- Matrix products and attention

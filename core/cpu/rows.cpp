@@ -341,20 +341,21 @@ void cross_entropy_backward_rows(std::int64_t rows, std::int64_t cols, const T* 
   });
 }
 
-// Per row: the max (one read from memory), then the row overwritten with e = exp(x - max) and
-// summed (in L2, one exp per element); softmax = e / sum, so row_scale = 1 / sum.
+// Per row (rows `ld` elements apart): the max (one read from memory), then the row overwritten
+// with e = exp(x - max) and summed (in L2, one exp per element); softmax = e / sum, so
+// row_scale = 1 / sum.
 template <typename T>
-void cross_entropy_exp_rows(std::int64_t rows, std::int64_t cols, T* logits,
+void cross_entropy_exp_rows(std::int64_t rows, std::int64_t cols, std::int64_t ld, T* logits,
                             const std::int64_t* targets, std::int64_t ignore_index, T* loss,
                             T* logsumexp, T* row_scale) {
   parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
-    T* xr = logits + r * cols;
+    T* xr = logits + r * ld;
     const T max = row_max(xr, cols);
     const bool ignored = targets[r] == ignore_index;
     const bool all_minus_inf = max == -std::numeric_limits<T>::infinity();  // no softmax
     const T target_logit = ignored ? T(0) : xr[targets[r]];
     const double sum =
-        all_minus_inf ? 0.0 : store_exp_sum(xr, xr, cols, max, next_row(logits, r, rows, cols));
+        all_minus_inf ? 0.0 : store_exp_sum(xr, xr, cols, max, next_row(logits, r, rows, ld));
     const T log_sum = static_cast<T>(std::log(sum));
     logsumexp[r] = max + log_sum;
     loss[r] = ignored ? T(0) : (max - target_logit) + log_sum;
@@ -371,8 +372,9 @@ void CpuBackend::cross_entropy_forward_exp(const CrossEntropyArgs& args, void* l
                                            void* row_scale) {
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
-    cross_entropy_exp_rows(args.rows, args.cols, static_cast<T*>(logits), targets,
-                           args.ignore_index, static_cast<T*>(loss), static_cast<T*>(logsumexp),
+    cross_entropy_exp_rows(args.rows, args.cols, args.row_stride > 0 ? args.row_stride : args.cols,
+                           static_cast<T*>(logits), targets, args.ignore_index,
+                           static_cast<T*>(loss), static_cast<T*>(logsumexp),
                            static_cast<T*>(row_scale));
   });
 }

@@ -264,13 +264,13 @@ __global__ void __launch_bounds__(kThreads)
 // read-write.
 template <typename T, int kGroup>
 __global__ void __launch_bounds__(kThreads)
-    cross_entropy_exp_kernel(std::int64_t rows, std::int64_t cols, T* logits,
+    cross_entropy_exp_kernel(std::int64_t rows, std::int64_t cols, std::int64_t ld, T* logits,
                              const std::int64_t* targets, std::int64_t ignore_index, T* loss,
                              T* logsumexp, T* row_scale) {
   using G = RowGroup<kGroup>;
   __shared__ MaxSum<T> shared[kWarp];
   for (std::int64_t r = G::first_row(); r < rows; r += G::row_step()) {
-    T* xr = logits + r * cols;
+    T* xr = logits + r * ld;
     const std::int64_t target = targets[r];
     const bool ignored = target == ignore_index;
     const T lse = row_logsumexp<T, kGroup>(xr, cols, shared);
@@ -421,8 +421,9 @@ void CudaBackend::cross_entropy_forward_exp(const CrossEntropyArgs& args, void* 
     launch_rows(rows, cols, [&](auto group, unsigned grid) {
       KILN_LAUNCH(grid, gpu::kThreads, stream_,
                   gpu::cross_entropy_exp_kernel<T, decltype(group)::value>)
-      (rows, cols, static_cast<T*>(logits), targets, ignore_index, static_cast<T*>(loss),
-       static_cast<T*>(logsumexp), static_cast<T*>(row_scale));
+      (rows, cols, args.row_stride > 0 ? args.row_stride : cols, static_cast<T*>(logits), targets,
+       ignore_index, static_cast<T*>(loss), static_cast<T*>(logsumexp),
+       static_cast<T*>(row_scale));
     });
   });
 }

@@ -15,22 +15,36 @@ namespace kiln {
 
 namespace {
 
-// C (m, n) = alpha op(A) op(B) for contiguous row-major operands.
+// C (m, n) = alpha op(A) op(B) for row-major operands whose rows are contiguous (the logits'
+// rows may be padded: their row stride is the leading dimension).
 void gemm_into(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                double alpha) {
   GemmArgs g;
   g.dtype = c.dtype();
   g.bf16_operands = a.dtype() == DType::bf16;
   g.m = c.size(0), g.n = c.size(1), g.k = trans_a ? a.size(0) : a.size(1);
-  g.a = a.raw_data(), g.lda = a.size(1), g.trans_a = trans_a;
-  g.b = b.raw_data(), g.ldb = b.size(1), g.trans_b = trans_b;
-  g.c = c.raw_data(), g.ldc = c.size(1);
+  g.a = a.raw_data(), g.lda = a.strides()[0], g.trans_a = trans_a;
+  g.b = b.raw_data(), g.ldb = b.strides()[0], g.trans_b = trans_b;
+  g.c = c.raw_data(), g.ldc = c.strides()[0];
   g.alpha = alpha;
   if (g.m > 0 && g.n > 0) backend_of(c).gemm(g);
 }
 
 // With bf16 operands the logits pass through a float32 buffer of at most this many elements.
 constexpr std::int64_t kRoundedBlockFloats = std::int64_t{1} << 23;
+
+// The (N, V) logits' rows start on a 64-byte boundary (V rounded up to a multiple of this many
+// bytes): the GEMM that writes them stores whole cache lines, not lines split between two rows
+// (the packed kernel's logits: 2-3% faster with AVX2, docs/performance.md).
+constexpr std::int64_t kLogitsRowAlignment = 64;
+
+// An (rows, cols) tensor whose rows are padded to kLogitsRowAlignment bytes.
+Tensor padded_rows(std::int64_t rows, std::int64_t cols, const TensorOptions& options) {
+  const std::int64_t per_line =
+      kLogitsRowAlignment / static_cast<std::int64_t>(dtype_size(options.dtype));
+  const std::int64_t stride = (cols + per_line - 1) / per_line * per_line;
+  return empty({rows, stride}, options).narrow(1, 0, cols);
+}
 
 }  // namespace
 
@@ -75,12 +89,13 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
     const Tensor counted_mask = ne(ids, ignore);
     counted_rows = counted_mask.to(dtype);
     safe_ids = where(counted_mask, ids, zeros({}, {DType::i64, ids.device()}));
-    logits = empty({rows, classes}, {x.dtype(), x.device()});
     row_scale = empty({rows}, {dtype, x.device()});
     // float32 and float64: the GEMM writes the logits in place and one pass turns them into P'.
     // bf16: a block of rows at a time through a float32 buffer, rounded into the bf16 P', so that
     // no (N, V) float32 tensor ever exists beside it (the rows are independent: the same values).
     const bool rounded = x.dtype() != dtype;
+    logits = rounded ? empty({rows, classes}, {x.dtype(), x.device()})
+                     : padded_rows(rows, classes, {dtype, x.device()});
     const std::int64_t block_rows =
         rounded ? std::clamp<std::int64_t>(kRoundedBlockFloats / std::max<std::int64_t>(classes, 1),
                                            1, std::max<std::int64_t>(rows, 1))
@@ -90,12 +105,15 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
       const std::int64_t n = std::min(block_rows, rows - r0);
       const Tensor block_logits = block.narrow(0, 0, n);
       gemm_into(block_logits, input.narrow(0, r0, n), false, w, true, 1.0);  // X W^T
-      backend.cross_entropy_forward_exp(
-          {.dtype = dtype, .rows = n, .cols = classes, .ignore_index = ignore_index},
-          block_logits.raw_data(), target_ids + r0,
-          static_cast<char*>(row_loss.raw_data()) + r0 * element,
-          static_cast<char*>(logsumexp.raw_data()) + r0 * element,
-          static_cast<char*>(row_scale.raw_data()) + r0 * element);
+      backend.cross_entropy_forward_exp({.dtype = dtype,
+                                         .rows = n,
+                                         .cols = classes,
+                                         .ignore_index = ignore_index,
+                                         .row_stride = block_logits.strides()[0]},
+                                        block_logits.raw_data(), target_ids + r0,
+                                        static_cast<char*>(row_loss.raw_data()) + r0 * element,
+                                        static_cast<char*>(logsumexp.raw_data()) + r0 * element,
+                                        static_cast<char*>(row_scale.raw_data()) + r0 * element);
       if (rounded) backend.copy(arg_of(logits.narrow(0, r0, n)), arg_of(block_logits));
     }
   } else {

@@ -171,3 +171,59 @@ TEST_CASE("the backend's GEMM takes the packed kernel for the shapes its rule na
   if (!forced) CHECK(use_packed_gemm(256, 4096, 64) == packed_gemm_preferred(256, 4096, 64));
   if (use_packed_gemm(256, 4096, 64)) CHECK(product.to_vector<float>() == packed(p, o));
 }
+
+TEST_CASE("the packed GEMM streams a large aligned C and gives the same bits as plain stores",
+          "[gemm]") {
+  if (skip_unbuilt()) return;
+  // 520 x 32784 floats (68 MB, over the streaming threshold): written with non-temporal stores at
+  // a 64-byte aligned C whose rows are whole cache lines, with plain stores one float further on.
+  const std::int64_t m = 520, n = 32770, k = 24, ldc = 32784;
+  const Product p{m, n, k, false, true, 1.0f, 0.0f};
+  const Operands o = operands(p, 0, 21);
+  const Tensor storage = zeros({m * ldc + 16});
+  auto run = [&](std::int64_t offset) {
+    GemmArgs g;
+    g.m = m, g.n = n, g.k = k, g.trans_b = true;
+    g.a = o.a.data(), g.lda = o.lda, g.b = o.b.data(), g.ldb = o.ldb;
+    g.c = storage.data<float>() + offset, g.ldc = ldc;
+    packed_gemm(g);
+    std::vector<float> c(static_cast<std::size_t>(m * n));
+    for (std::int64_t i = 0; i < m; ++i)
+      std::copy_n(storage.data<float>() + offset + i * ldc, n, c.begin() + i * n);
+    return c;
+  };
+  const std::vector<float> streamed = run(0), plain = run(1);
+  REQUIRE(streamed == plain);
+  for (std::int64_t i = 0; i < m; i += 37)
+    for (std::int64_t j = 0; j < n; j += 997) {
+      double want = 0;
+      for (std::int64_t q = 0; q < k; ++q)
+        want += static_cast<double>(o.a[i * o.lda + q]) * o.b[j * o.ldb + q];
+      REQUIRE(streamed[i * n + j] == Approx(want).margin(1e-4));
+    }
+}
+
+TEST_CASE("the LM head's fused loss through the packed kernel matches the composed ops", "[gemm]") {
+  if (skip_unbuilt()) return;
+  // Wide and tall enough for the rule (V 4100 >= 4096, N 260 >= 256); the logits' rows padded.
+  Generator gen(8);
+  const Tensor x = uniform({260, 16}, -1, 1, {}, &gen).requires_grad_();
+  const Tensor w = uniform({4100, 16}, -1, 1, {}, &gen).requires_grad_();
+  std::vector<std::int64_t> ids(260);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = i % 9 == 4 ? -100 : (i * 7919) % 4100;
+  const Tensor targets = from_vector(ids, {260});
+  const Tensor fused = linear_cross_entropy(x, w, targets);
+  fused.backward();
+  const Tensor dx = x.grad(), dw = w.grad();
+  x.set_grad(Tensor()), w.set_grad(Tensor());
+  const Tensor composed = cross_entropy(matmul(x.to(DType::f64), w.to(DType::f64).t()), targets);
+  composed.backward();
+  REQUIRE(fused.item<double>() == Approx(composed.item<double>()).epsilon(1e-5));
+  const std::vector<float> got_dx = dx.to_vector<float>(), got_dw = dw.to_vector<float>();
+  const std::vector<float> want_dx = x.grad().to(DType::f32).to_vector<float>();
+  const std::vector<float> want_dw = w.grad().to(DType::f32).to_vector<float>();
+  for (std::size_t i = 0; i < got_dx.size(); ++i)
+    REQUIRE(got_dx[i] == Approx(want_dx[i]).margin(1e-6));
+  for (std::size_t i = 0; i < got_dw.size(); ++i)
+    REQUIRE(got_dw[i] == Approx(want_dw[i]).margin(1e-6));
+}

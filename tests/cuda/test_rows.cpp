@@ -5,6 +5,8 @@
 // and fails.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include <vector>
 
 #include "tests/cuda/cuda_testing.h"
@@ -168,21 +170,34 @@ TEST_CASE("cuda/cross-entropy with its exponentials in place matches the CPU's f
   Generator gen(55);
   constexpr std::int64_t kIgnore = -100;
   for (DType dtype : {DType::f32, DType::f64}) {
-    for (std::int64_t cols : {2, 50, 1024, 1025, 33278}) {
-      INFO(dtype_name(dtype) << " cols " << cols);
+    // Rows stored contiguously, and `pad` elements apart beyond the row (as the LM head pads its
+    // logits): the padding is neither read nor written.
+    for (const auto& [cols, pad] : {std::pair<std::int64_t, std::int64_t>{2, 0},
+                                    {50, 0},
+                                    {1024, 0},
+                                    {1025, 0},
+                                    {33278, 0},
+                                    {50, 14},
+                                    {33278, 2}}) {
+      INFO(dtype_name(dtype) << " cols " << cols << " pad " << pad);
       const std::int64_t rows = 41;
       std::vector<std::int64_t> target_values(rows);
       for (std::int64_t r = 0; r < rows; ++r)
         target_values[r] = r % 7 == 3 ? kIgnore : (r * 7919) % cols;
       const Mirrored targets = mirrored(from_vector(target_values, {rows}));
-      // Logits that rise along the row make the running max change often.
+      // Logits that rise along the row make the running max change often; the padding is NaN.
       const Tensor ramp = arange(0.0, static_cast<double>(cols), 1.0, {dtype}) * (4.0 / cols);
-      const Mirrored logits =
-          mirrored(uniform({rows, cols}, -5.0, 5.0, {dtype}, &gen) + ramp.view({1, cols}));
+      const Tensor stored = full({rows, cols + pad}, std::nan(""), {dtype});
+      stored.narrow(1, 0, cols)
+          .copy_(uniform({rows, cols}, -5.0, 5.0, {dtype}, &gen) + ramp.view({1, cols}));
+      const Mirrored logits = mirrored(stored);
       const Mirrored loss = outputs({rows}, dtype), lse = outputs({rows}, dtype);
       const Mirrored row_scale = outputs({rows}, dtype);
-      const CrossEntropyArgs args{
-          .dtype = dtype, .rows = rows, .cols = cols, .ignore_index = kIgnore};
+      const CrossEntropyArgs args{.dtype = dtype,
+                                  .rows = rows,
+                                  .cols = cols,
+                                  .ignore_index = kIgnore,
+                                  .row_stride = pad > 0 ? cols + pad : 0};
       cpu_backend_ref().cross_entropy_forward_exp(
           args, logits.cpu.raw_data(), ptr<const std::int64_t>(targets.cpu), loss.cpu.raw_data(),
           lse.cpu.raw_data(), row_scale.cpu.raw_data());
@@ -192,9 +207,14 @@ TEST_CASE("cuda/cross-entropy with its exponentials in place matches the CPU's f
       REQUIRE(relative_error(loss.gpu, loss.cpu) <= tolerance(dtype));
       REQUIRE(relative_error(lse.gpu, lse.cpu) <= tolerance(dtype));
       // The backends may shift rows differently; the softmax they encode must agree.
-      const Tensor gpu_softmax = logits.gpu * row_scale.gpu.view({rows, 1});
-      const Tensor cpu_softmax = logits.cpu * row_scale.cpu.view({rows, 1});
+      const Tensor gpu_softmax = logits.gpu.narrow(1, 0, cols) * row_scale.gpu.view({rows, 1});
+      const Tensor cpu_softmax = logits.cpu.narrow(1, 0, cols) * row_scale.cpu.view({rows, 1});
       REQUIRE(relative_error(gpu_softmax, cpu_softmax) <= tolerance(dtype));
+      if (pad > 0) {
+        for (const Tensor& after : {logits.cpu, logits.gpu.to(Device::cpu())})
+          for (double value : after.narrow(1, cols, pad).to(DType::f64).to_vector<double>())
+            REQUIRE(std::isnan(value));
+      }
     }
   }
 }
