@@ -1,8 +1,11 @@
 // Tensor basics: factories, views and their shared storage, copies, in-place updates, printing.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "core/cpu/cpu_backend.h"
 #include "core/kiln.h"
 #include "tests/harness/near.h"
 
@@ -172,5 +175,20 @@ TEST_CASE("sum over a long middle dim equals the float64 sum, across row chunks 
       INFO("outer " << o << " column " << c);
       REQUIRE(std::abs(sums[o * cols + c] - want) <= 1e-6 * (1.0 + std::abs(want)));
     }
+  }
+}
+
+TEST_CASE("CPU blocks of 2 MB and more start on a huge-page boundary", "[memory]") {
+  CpuBackend& cpu = cpu_backend();
+  for (const std::size_t bytes : {std::size_t{64}, std::size_t{100000}, std::size_t{2} << 20,
+                                  (std::size_t{5} << 20) + 12345}) {
+    INFO(bytes << " bytes");
+    void* block = cpu.allocate(bytes);
+    const auto address = reinterpret_cast<std::uintptr_t>(block);
+    CHECK(address % 64 == 0);
+    CHECK((bytes < (std::size_t{2} << 20) || address % (std::size_t{2} << 20) == 0));
+    std::memset(block, 0x5a, bytes);  // every byte is ours
+    CHECK(static_cast<unsigned char*>(block)[bytes - 1] == 0x5a);
+    cpu.deallocate(block, bytes);
   }
 }
