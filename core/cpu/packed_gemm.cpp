@@ -27,9 +27,6 @@ using Vector = __m512;
 constexpr std::int64_t kLanes = 16;
 constexpr std::int64_t kRows = 12;  // MR: 24 accumulators, 2 vectors of op(B), 1 broadcast
 constexpr const char* kKernelName = "AVX-512 12x32";
-// On the logits it ran no faster than OpenBLAS's SkylakeX kernels (docs/performance.md): built
-// for KILN_GEMM=packed and the tests, not preferred.
-constexpr bool kPreferable = false;
 inline Vector zero() { return _mm512_setzero_ps(); }
 inline Vector splat(float x) { return _mm512_set1_ps(x); }
 inline Vector load(const float* p) { return _mm512_load_ps(p); }
@@ -43,7 +40,6 @@ using Vector = __m256;
 constexpr std::int64_t kLanes = 8;
 constexpr std::int64_t kRows = 6;  // MR: 12 accumulators, 2 vectors of op(B), 1 broadcast
 constexpr const char* kKernelName = "AVX2 6x16";
-constexpr bool kPreferable = true;
 inline Vector zero() { return _mm256_setzero_ps(); }
 inline Vector splat(float x) { return _mm256_set1_ps(x); }
 inline Vector load(const float* p) { return _mm256_load_ps(p); }
@@ -223,10 +219,6 @@ void pack_panel(const float* src, std::int64_t line_stride, std::int64_t step, s
 
 bool packed_gemm_built() { return true; }
 
-namespace {
-bool packed_gemm_preferable() { return kPreferable; }
-}  // namespace
-
 std::string packed_gemm_kernel() { return kKernelName; }
 
 void packed_gemm(const GemmArgs& g) {
@@ -303,10 +295,6 @@ void packed_gemm(const GemmArgs& g) {
 
 bool packed_gemm_built() { return false; }
 
-namespace {
-bool packed_gemm_preferable() { return false; }
-}  // namespace
-
 std::string packed_gemm_kernel() { return ""; }
 
 void packed_gemm(const GemmArgs&) { KILN_CHECK(false, "packed_gemm: not built for this CPU"); }
@@ -321,12 +309,12 @@ constexpr std::int64_t kPreferredMaxDepth = 512, kPreferredMinCols = 4096, kPref
 }  // namespace
 
 bool packed_gemm_preferred(std::int64_t m, std::int64_t n, std::int64_t k) {
-  return packed_gemm_preferable() && k <= kPreferredMaxDepth && n >= kPreferredMinCols &&
+  return packed_gemm_built() && k <= kPreferredMaxDepth && n >= kPreferredMinCols &&
          m >= kPreferredMinRows;
 }
 
 std::string packed_gemm_rule() {
-  if (!packed_gemm_preferable()) return "";
+  if (!packed_gemm_built()) return "";
   return "k <= " + std::to_string(kPreferredMaxDepth) +
          ", n >= " + std::to_string(kPreferredMinCols) +
          ", m >= " + std::to_string(kPreferredMinRows);
