@@ -54,12 +54,12 @@ struct GemmCase {
 };
 
 // Eigen's own product on the same row-major operands (op(A) read in place, as kiln's fallback).
-void eigen_gemm(const GemmCase& c, const float* a, const float* b, float* out) {
+void eigen_gemm(const GemmCase& c, const float* a, const float* b, float* out, std::int64_t ldc) {
   using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Map = Eigen::Map<const RowMajor>;
   const Map A(a, c.trans_a ? c.k : c.m, c.trans_a ? c.m : c.k);
   const Map B(b, c.trans_b ? c.n : c.k, c.trans_b ? c.k : c.n);
-  Eigen::Map<RowMajor> C(out, c.m, c.n);
+  Eigen::Map<RowMajor, 0, Eigen::OuterStride<>> C(out, c.m, c.n, Eigen::OuterStride<>(ldc));
   if (c.trans_a && c.trans_b) C.noalias() = A.transpose() * B.transpose();
   if (c.trans_a && !c.trans_b) C.noalias() = A.transpose() * B;
   if (!c.trans_a && c.trans_b) C.noalias() = A * B.transpose();
@@ -70,7 +70,10 @@ void bench_gemm(const GemmCase& c, int threads, int repeats) {
   Generator gen(1);
   const Tensor a = rand({c.trans_a ? c.k : c.m, c.trans_a ? c.m : c.k}, {}, &gen);
   const Tensor b = rand({c.trans_b ? c.n : c.k, c.trans_b ? c.k : c.n}, {}, &gen);
-  Tensor out = empty({c.m, c.n});
+  // C's rows padded to 64 bytes, as the LM head pads the logits' (linear_cross_entropy.cpp): the
+  // products run on the same layout as in the step.
+  const std::int64_t ldc = (c.n + 15) / 16 * 16;
+  Tensor out = empty({c.m, ldc});
   const auto* pa = static_cast<const float*>(a.raw_data());
   const auto* pb = static_cast<const float*>(b.raw_data());
   auto* pc = static_cast<float*>(out.raw_data());
@@ -79,7 +82,7 @@ void bench_gemm(const GemmCase& c, int threads, int repeats) {
   args.trans_a = c.trans_a, args.trans_b = c.trans_b;
   args.a = pa, args.lda = a.size(1);
   args.b = pb, args.ldb = b.size(1);
-  args.c = pc, args.ldc = c.n;
+  args.c = pc, args.ldc = ldc;
   set_num_threads(threads);
   const auto report = [&](const std::string& source, const std::function<void()>& run) {
     const double s = time_median(repeats, run);
@@ -97,11 +100,11 @@ void bench_gemm(const GemmCase& c, int threads, int repeats) {
       blas->sgemm(kRowMajor, c.trans_a ? kTrans : kNoTrans, c.trans_b ? kTrans : kNoTrans,
                   static_cast<int>(c.m), static_cast<int>(c.n), static_cast<int>(c.k), 1.0f, pa,
                   static_cast<int>(a.size(1)), pb, static_cast<int>(b.size(1)), 0.0f, pc,
-                  static_cast<int>(c.n));
+                  static_cast<int>(ldc));
     });
   }
   if (packed_gemm_built()) report("packed", [&] { packed_gemm(args); });
-  report("eigen", [&] { eigen_gemm(c, pa, pb, pc); });
+  report("eigen", [&] { eigen_gemm(c, pa, pb, pc, ldc); });
   set_num_threads(threads);  // back to the GEMM library's own setting
 }
 
