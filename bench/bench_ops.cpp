@@ -70,10 +70,9 @@ void bench_gemm(const GemmCase& c, int threads, int repeats) {
   Generator gen(1);
   const Tensor a = rand({c.trans_a ? c.k : c.m, c.trans_a ? c.m : c.k}, {}, &gen);
   const Tensor b = rand({c.trans_b ? c.n : c.k, c.trans_b ? c.k : c.n}, {}, &gen);
-  // C's rows padded to 64 bytes, as the LM head pads the logits' (linear_cross_entropy.cpp): the
-  // products run on the same layout as in the step.
-  const std::int64_t ldc = (c.n + 15) / 16 * 16;
-  Tensor out = empty({c.m, ldc});
+  // C's rows padded as the LM head pads the logits': the products run on the step's layout.
+  Tensor out = padded_rows(c.m, c.n, {});
+  const std::int64_t ldc = out.strides()[0];
   const auto* pa = static_cast<const float*>(a.raw_data());
   const auto* pb = static_cast<const float*>(b.raw_data());
   auto* pc = static_cast<float*>(out.raw_data());

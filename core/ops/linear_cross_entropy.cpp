@@ -33,19 +33,6 @@ void gemm_into(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, 
 // With bf16 operands the logits pass through a float32 buffer of at most this many elements.
 constexpr std::int64_t kRoundedBlockFloats = std::int64_t{1} << 23;
 
-// The (N, V) logits' rows start on a 64-byte boundary (V rounded up to a multiple of this many
-// bytes): the GEMM that writes them stores whole cache lines, not lines split between two rows
-// (the packed kernel's logits: 2-3% faster with AVX2, docs/performance.md).
-constexpr std::int64_t kLogitsRowAlignment = 64;
-
-// An (rows, cols) tensor whose rows are padded to kLogitsRowAlignment bytes.
-Tensor padded_rows(std::int64_t rows, std::int64_t cols, const TensorOptions& options) {
-  const std::int64_t per_line =
-      kLogitsRowAlignment / static_cast<std::int64_t>(dtype_size(options.dtype));
-  const std::int64_t stride = (cols + per_line - 1) / per_line * per_line;
-  return empty({rows, stride}, options).narrow(1, 0, cols);
-}
-
 }  // namespace
 
 Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const Tensor& targets,

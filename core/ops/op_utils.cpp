@@ -54,6 +54,14 @@ Tensor dropout_mask(const Shape& shape, TensorOptions options, double p, std::ui
   return mask;
 }
 
+Tensor padded_rows(std::int64_t rows, std::int64_t cols, const TensorOptions& options) {
+  constexpr std::int64_t kRowAlignmentBytes = 64;
+  const std::int64_t per_line =
+      kRowAlignmentBytes / static_cast<std::int64_t>(dtype_size(options.dtype));
+  const std::int64_t stride = (cols + per_line - 1) / per_line * per_line;
+  return empty({rows, stride}, options).narrow(1, 0, cols);
+}
+
 void check_defined(std::string_view op, const Tensor& t) {
   KILN_CHECK(t.defined(), "{}: got an undefined tensor", op);
 }

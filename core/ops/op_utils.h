@@ -49,6 +49,12 @@ Tensor stored_as(const Tensor& t, DType dtype);
 Tensor dropout_mask(const Shape& shape, TensorOptions options, double p, std::uint64_t seed,
                     std::uint64_t offset);
 
+// An empty (rows, cols) tensor whose rows start on 64-byte boundaries (cols rounded up to whole
+// cache lines; the view hides the padding): a GEMM writing it stores whole cache lines, not
+// lines split between two rows. The LM head's logits use it (the packed kernel's logits: 2-3%
+// faster with AVX2, docs/performance.md), and bench_ops times its GEMMs on the same layout.
+Tensor padded_rows(std::int64_t rows, std::int64_t cols, const TensorOptions& options);
+
 // Errors unless t is defined.
 void check_defined(std::string_view op, const Tensor& t);
 // Errors unless t may be written in place: not a tensor that autograd tracks (outside
