@@ -32,8 +32,8 @@
 #include <CLI/CLI.hpp>
 
 #include "core/kiln.h"
-#include "dist/communicator.h"
-#include "dist/gradient_sync.h"
+#include "distributed/communicator.h"
+#include "distributed/gradient_sync.h"
 #include "nn/transformer_lm.h"
 #include "optim/adam.h"
 #include "optim/clip.h"

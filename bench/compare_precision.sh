@@ -27,7 +27,7 @@ if [ "$train_steps" -gt 0 ]; then
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
   for precision in f32 bf16; do
-    "$build/examples/train_lm" --steps "$train_steps" --log-every 10 --eval-every 0 \
+    "$build/apps/train_lm" --steps "$train_steps" --log-every 10 --eval-every 0 \
       --time-budget 0 --threads "$threads" --precision "$precision" >"$work/$precision.log"
     grep -E '^(valid ppl|test ppl|RESULT)' "$work/$precision.log" | sed "s/^/$precision: /"
   done

@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 data=${KILN_DATA:-../shared/data/wikitext-2}
-train_lm=${KILN_BUILD_DIR:-build}/examples/train_lm
+train_lm=${KILN_BUILD_DIR:-build}/apps/train_lm
 [ -x "$train_lm" ] || { echo "compare_torch: build first (scripts/setup.sh)" >&2; exit 1; }
 torch_runner() { echo "../shared/bench/run_torch_$1.sh"; }
 for torch in $torches; do

@@ -1,7 +1,7 @@
 # KILN_CUDA=AUTO|ON|OFF decides whether the CUDA backend is built. CMake 3.25 finds nvcc only on
 # PATH, CUDACXX or CUDA_PATH, so AUTO also looks at /usr/local/cuda/bin/nvcc.
 # KILN_CUDA=EMULATE builds the backend with its .cu sources compiled as C++ against kiln's CUDA
-# emulator (core/cuda/emulator, test-only): no CUDA toolkit, no CUDA language.
+# emulator (cuda_emulator/, test-only): no CUDA toolkit, no CUDA language.
 set(KILN_WITH_CUDA OFF)
 set(KILN_CUDA_EMULATED OFF)
 if(KILN_CUDA STREQUAL "EMULATE")

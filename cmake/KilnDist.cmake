@@ -1,4 +1,4 @@
-# The communicator's backends (dist/). KILN_MPI=AUTO|ON|OFF decides the MPI backend as KILN_CUDA
+# The communicator's backends (distributed/). KILN_MPI=AUTO|ON|OFF decides the MPI backend as KILN_CUDA
 # decides CUDA: AUTO builds it when an MPI (Debian: libopenmpi-dev) is found, ON requires one.
 # The NCCL backend comes with the CUDA backend when nccl.h and libnccl are found beside the CUDA
 # toolkit (/usr/local/cuda here); KILN_CUDA=EMULATE has no NCCL.

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "core/error.h"
-#include "core/utf8.h"
+#include "core/io/utf8.h"
 
 namespace kiln {
 namespace {
@@ -161,7 +161,7 @@ TokenStream split_text(std::string_view text, IdOf&& id_of) {
 std::string resolve_data_dir(std::optional<std::string> flag) {
   if (flag) return *flag;
   if (const char* env = std::getenv("KILN_DATA"); env != nullptr && *env != '\0') return env;
-  return "data/wikitext-2";
+  return "datasets/wikitext-2";
 }
 
 TokenStream tokenize_text(std::string_view text, std::string_view source, Vocabulary& vocabulary) {
@@ -244,7 +244,7 @@ void check_corpus_dir(const std::filesystem::path& dir) {
   std::error_code ec;
   KILN_CHECK(std::filesystem::exists(dir, ec),
              "corpus: data folder '{}' not found; give --data DIR, set KILN_DATA, or fetch "
-             "WikiText-2 with scripts/get_wikitext2.sh data/wikitext-2",
+             "WikiText-2 with scripts/get_wikitext2.sh datasets/wikitext-2",
              dir.string());
   KILN_CHECK(std::filesystem::is_directory(dir, ec),
              "corpus: '{}' is a file, not a folder; give the folder that holds train.txt, "

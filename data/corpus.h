@@ -10,7 +10,7 @@
 //     words of every line, so an empty line is a single "<eos>";
 //   - word ids are given in order of first appearance over train, then valid, then test.
 //
-//   Corpus corpus(resolve_data_dir(flag));          // --data DIR, $KILN_DATA or data/wikitext-2
+//   Corpus corpus(resolve_data_dir(flag));          // --data DIR, $KILN_DATA or datasets/wikitext-2
 //   corpus.vocabulary().size();                      // 33,278 for WikiText-2
 //   const std::vector<std::int64_t>& ids = corpus.train().ids;   // 2,088,628 ids
 //
@@ -42,7 +42,7 @@ namespace kiln {
 inline constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;
 
 // The corpus folder: flag (--data DIR) if given, else $KILN_DATA if set and not empty, else
-// "data/wikitext-2".
+// "datasets/wikitext-2".
 std::string resolve_data_dir(std::optional<std::string> flag);
 
 // The token ids of one text, in order, with one "<eos>" id after each line.

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/utf8.h"
+#include "core/io/utf8.h"
 
 namespace kiln {
 

@@ -15,8 +15,8 @@
 #include <CLI/CLI.hpp>
 
 #include "core/kiln.h"
-#include "examples/common/program.h"
-#include "examples/common/progress.h"
+#include "apps/common/program.h"
+#include "apps/common/progress.h"
 #include "lm/trainer.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     CLI::App app{"train_custom: a neural bigram language model trained by lm::Trainer"};
     std::string data, save, resume;
     std::int64_t steps = 200;
-    app.add_option("--data", data, "corpus folder (default: $KILN_DATA, else data/wikitext-2)");
+    app.add_option("--data", data, "corpus folder (default: $KILN_DATA, else datasets/wikitext-2)");
     app.add_option("--steps", steps, "stop at this global step")->capture_default_str();
     app.add_option("--save", save, "checkpoint path (PATH.best: the best weights)");
     app.add_option("--resume", resume, "continue the run saved in this checkpoint");

@@ -16,7 +16,7 @@
 
 #include <string>
 
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "data/vocabulary.h"
 #include "nn/language_model.h"
 

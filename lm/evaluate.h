@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/autocast.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "nn/language_model.h"
 
 namespace kiln::lm {

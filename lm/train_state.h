@@ -12,7 +12,7 @@
 //   threads         CPU threads of the run (of each rank)
 //   world_size      data-parallel ranks of the run (absent: 1)
 //   git             the commit kiln was built from
-//   train           the program's saved settings (train_lm: examples/common/options.h)
+//   train           the program's saved settings (train_lm: apps/common/options.h)
 //   config          a TransformerLM's config (lm/transformer_checkpoint.h)
 //   optimizer       {"name": "Adam", "step": n}: step() calls so far (its tensors are optim.*)
 //   schedule        {"lr": η_p, "best_loss": ..., "bad_evals": n}: optim/schedule.h's state

@@ -1,7 +1,7 @@
 // The fields of TransformerConfig in one table: for each, the command-line flag that sets it,
 // its key in a checkpoint's config JSON, its help text and its rule; the default is
 // TransformerConfig{}'s. TransformerConfig's JSON (to_json, from_json), its per-field checks
-// (validate) and the programs' model flags (examples/common/options.cpp) are all generated from
+// (validate) and the programs' model flags (apps/common/options.cpp) are all generated from
 // this table, so a new field is added in one place.
 //
 //   for (const nn::ConfigField& field : nn::config_fields())

@@ -11,7 +11,7 @@
 #
 # Needs root (debootstrap, chroot, mounts) and Debian's package mirror. DIR defaults to
 # /var/tmp/kiln-fresh-root and is removed at the end unless --keep. Data: $KILN_DATA, else
-# ../shared/data/wikitext-2, else data/wikitext-2.
+# ../shared/data/wikitext-2, else datasets/wikitext-2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=/var/tmp/kiln-fresh-root
@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" -eq 0 ] || { echo "fresh_machine_check: run as root (debootstrap, chroot)" >&2; exit 1; }
 data=${KILN_DATA:-}
-[ -n "$data" ] || for candidate in ../shared/data/wikitext-2 data/wikitext-2; do
+[ -n "$data" ] || for candidate in ../shared/data/wikitext-2 datasets/wikitext-2; do
   [ -f "$candidate/train.txt" ] && { data=$candidate; break; }
 done
 [ -n "$data" ] && [ -f "$data/train.txt" ] ||

@@ -6,7 +6,7 @@
 #
 #   scripts/gpu_check.sh tests   1. build   kiln -DKILN_CUDA=ON into build-gpu/ against .device/usr:
 #                                           every binary with a CUDA case (test_core, test_cuda,
-#                                           test_optim, test_io, test_examples with train_lm)
+#                                           test_optim, test_io, test_apps with train_lm)
 #                                2. tests   the CUDA suite (scripts/cuda_suite.sh: every parity/
 #                                           case and every case with "cuda" or "CUDA" in its
 #                                           name), every GPU allocation poisoned; none may skip
@@ -87,7 +87,7 @@ export LD_LIBRARY_PATH=$arch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 # ---- 1. build (scripts/setup.sh would build every target; a run needs a few)
 if [ "$run" = tests ]; then
-  targets=(test_core test_cuda test_optim test_io test_examples train_lm)
+  targets=(test_core test_cuda test_optim test_io test_apps train_lm)
   build_timeout=${KILN_GPU_BUILD_TIMEOUT:-270}
 else
   targets=(test_cuda train_lm)
@@ -243,7 +243,7 @@ steady_tps() {
 }
 
 declare -a table=() legend=()
-if [ "$built" = 1 ] && [ -x "$build/examples/train_lm" ] && [ -f "$device/torch_ref.py" ]; then
+if [ "$built" = 1 ] && [ -x "$build/apps/train_lm" ] && [ -f "$device/torch_ref.py" ]; then
   for config in "${configs[@]}"; do
     read -r model d heads layers ff seq batch steps precision <<<"$config"
     name=$model$([ "$precision" = bf16 ] && echo -bf16)
@@ -253,7 +253,7 @@ if [ "$built" = 1 ] && [ -x "$build/examples/train_lm" ] && [ -f "$device/torch_
     legend+=("$name: d_model $d, heads $heads, layers $layers, ff $ff, T $seq, B $batch, $steps steps, $precision")
     echo "-- ${legend[-1]}"
     # A failed kiln run fails the check; a failed PyTorch run only leaves its columns empty.
-    run_logged "$kiln_log" "$build/examples/train_lm" --device cuda --data "$device/wikitext-2" \
+    run_logged "$kiln_log" "$build/apps/train_lm" --device cuda --data "$device/wikitext-2" \
       --steps "$steps" --eval-every 0 --time-budget 0 --log-every 10 --d-model "$d" \
       --heads "$heads" --layers "$layers" --ff "$ff" --seq-len "$seq" --batch-size "$batch" \
       --max-seq-len "$max_len" --precision "$precision" || status=1
@@ -277,7 +277,7 @@ if [ "$built" = 1 ] && [ -x "$build/examples/train_lm" ] && [ -f "$device/torch_
   done
   note "training" "see the table below (logs train_kiln_*.log, train_torch_*.log)"
 else
-  note "training" "skipped (no build, no $build/examples/train_lm or no $device/torch_ref.py)"
+  note "training" "skipped (no build, no $build/apps/train_lm or no $device/torch_ref.py)"
 fi
 
 lines=()

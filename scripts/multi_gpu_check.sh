@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The check of dist/'s GPU paths, for a machine with CUDA, NCCL and N >= 2 GPUs (NCCL takes one
+# The check of distributed/'s GPU paths, for a machine with CUDA, NCCL and N >= 2 GPUs (NCCL takes one
 # GPU per rank; the machine kiln is developed on has none, so CI only compiles the NCCL backend).
 # Phases, each printing as it goes:
 #   1. build    -DKILN_CUDA=ON into build-mgpu/: test_dist_ranks, test_dist, bench_dp
@@ -27,7 +27,7 @@ mpirun_=(mpirun --oversubscribe --allow-run-as-root --bind-to none)
 phase "build ($gpus GPUs)"
 run cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON || exit 1
 run cmake --build "$build" -j "$(nproc)" --target test_dist_ranks test_dist bench_dp || exit 1
-ranks=$build/tests/dist/test_dist_ranks
+ranks=$build/tests/distributed/test_dist_ranks
 
 phase "mpi+cuda: 2 ranks, tensors on cuda:0"
 if command -v mpirun >/dev/null && [ "$gpus" -ge 1 ]; then

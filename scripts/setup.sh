@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake make g++ libeigen3-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev
           libopenblas0-openmp libblis4-openmp python3-numpy)
-packages+=(libopenmpi-dev openmpi-bin)  # dist/: the MPI backend and mpirun
+packages+=(libopenmpi-dev openmpi-bin)  # distributed/: the MPI backend and mpirun
 source scripts/install_packages.sh
 install_packages setup "${packages[@]}"
 

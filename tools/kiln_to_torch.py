@@ -35,7 +35,7 @@ def load_torch_ref(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoint")
-    ap.add_argument("--data", default=os.environ.get("KILN_DATA", "data/wikitext-2"))
+    ap.add_argument("--data", default=os.environ.get("KILN_DATA", "datasets/wikitext-2"))
     ap.add_argument("--torch-ref", default=os.path.join(HERE, "..", "..", "shared", "bench", "torch_ref.py"))
     ap.add_argument("--seq-len", type=int, default=0, help="evaluation T (default: the checkpoint's training T)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)

@@ -9,7 +9,7 @@
 #include "core/error.h"
 
 #if defined(KILN_CUDA_EMULATE)
-#include "core/cuda/emulator/emulator.h"
+#include "cuda_emulator/emulator.h"
 #endif
 
 namespace kiln {

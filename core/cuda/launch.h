@@ -6,7 +6,7 @@
 //
 // Kernels are launched with KILN_LAUNCH(grid, block, stream, kernel)(args...), which is
 // kernel<<<grid, block, 0, stream>>>(args...) under nvcc; kiln's CUDA emulator (KILN_CUDA=EMULATE,
-// core/cuda/emulator) defines it in its cuda_runtime.h to run the kernel on the CPU. The kernel is
+// cuda_emulator/) defines it in its cuda_runtime.h to run the kernel on the CPU. The kernel is
 // named with all its template arguments (a launch deduces none).
 #pragma once
 

@@ -167,16 +167,16 @@ TEST_CASE("a fixed vocabulary without <unk> or <eos> is an error naming the plac
                Contains("cannot read eval.txt") && Contains("has no <eos>"));
 }
 
-TEST_CASE("resolve_data_dir: --data, else $KILN_DATA, else data/wikitext-2", "[corpus]") {
+TEST_CASE("resolve_data_dir: --data, else $KILN_DATA, else datasets/wikitext-2", "[corpus]") {
   const char* saved = std::getenv("KILN_DATA");
   const std::string saved_value = saved != nullptr ? saved : "";
   ::setenv("KILN_DATA", "/from/env", 1);
   REQUIRE(resolve_data_dir(std::string("/from/flag")) == "/from/flag");
   REQUIRE(resolve_data_dir(std::nullopt) == "/from/env");
   ::setenv("KILN_DATA", "", 1);  // set but empty counts as unset
-  REQUIRE(resolve_data_dir(std::nullopt) == "data/wikitext-2");
+  REQUIRE(resolve_data_dir(std::nullopt) == "datasets/wikitext-2");
   ::unsetenv("KILN_DATA");
-  REQUIRE(resolve_data_dir(std::nullopt) == "data/wikitext-2");
+  REQUIRE(resolve_data_dir(std::nullopt) == "datasets/wikitext-2");
   if (saved != nullptr) ::setenv("KILN_DATA", saved_value.c_str(), 1);
 }
 

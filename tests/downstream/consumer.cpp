@@ -1,11 +1,11 @@
 // Uses an installed kiln: d/dw sum(relu(x w)) for a known x and w, checked exactly; a
-// single-process communicator from dist/; then the lm toolkit (kiln::lm): a TransformerLM through
+// single-process communicator from distributed/; then the lm toolkit (kiln::lm): a TransformerLM through
 // a checkpoint and back, evaluated to the same loss.
 #include <cstdio>
 #include <filesystem>
 
 #include "core/kiln.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "lm/evaluate.h"
 #include "lm/transformer_checkpoint.h"
 #include "nn/linear.h"
@@ -21,7 +21,7 @@ int main() {
     std::fprintf(stderr, "consumer: wrong gradient %s\n", w.grad().str().c_str());
     return 1;
   }
-  // dist/ links too (with MPI and NCCL when kiln was built with them); alone: one rank.
+  // distributed/ links too (with MPI and NCCL when kiln was built with them); alone: one rank.
   const auto comm = dist::make_communicator();
   comm->allreduce(w.grad());
   if (comm->world_size() != 1 || w.grad().to_vector<double>() != expected) return 1;

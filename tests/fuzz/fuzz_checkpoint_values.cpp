@@ -3,7 +3,7 @@
 // writer) and reads each input as a list of edits to its config and metadata values: sizes near
 // 2^31, 2^32, 2^53, 2^62, 2^63 and 2^64, negative, zero, huge layer and thread counts, wrong JSON
 // types, missing fields. Then it loads the edited checkpoint as the programs do
-// (examples/common: lm::checkpoint_from, lm::load_model, the saved settings and training state, the
+// (apps/common: lm::checkpoint_from, lm::load_model, the saved settings and training state, the
 // thread count) and runs the model once. A kiln::Error is the right answer to a bad value; a crash,
 // any other exception, a hang, a leak, a sanitizer report or an allocation past libFuzzer's limit
 // is a bug, and so is an accepted checkpoint that breaks a property below. kiln's memory limit is
@@ -32,9 +32,9 @@
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "core/kiln.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "core/threads.h"
-#include "examples/common/options.h"
+#include "apps/common/options.h"
 #include "lm/evaluate.h"
 #include "lm/train_state.h"
 #include "lm/transformer_checkpoint.h"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "data/vocabulary.h"
 #include "nn/config.h"
 #include "tests/fuzz/fuzz_check.h"

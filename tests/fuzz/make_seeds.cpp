@@ -11,9 +11,9 @@
 #include <string>
 
 #include "core/kiln.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "nn/config.h"
-#include "tests/io/files.h"
+#include "tests/core/io/files.h"
 
 using namespace kiln;
 using kiln::testing::Bytes;

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/kiln.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "nn/transformer_lm.h"
 #include "optim/adam.h"
 #include "optim/clip.h"

@@ -1,0 +1,54 @@
+// What train_lm's flags build: the model (checked before it is built), the optimizer, and the
+// options of lm::Trainer.
+//
+//   auto model = make_model(options, corpus.vocabulary().size(), device);
+//   auto optimizer = make_optimizer(*model, options);
+//   lm::Trainer trainer(*model, *optimizer, corpus, trainer_options(options, device, threads));
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "apps/common/options.h"
+#include "data/corpus.h"
+#include "lm/trainer.h"
+#include "nn/transformer_lm.h"
+#include "optim/optimizer.h"
+
+namespace kiln {
+
+// The corpus in data_dir (with the vocabulary of a resumed run, else its own), with its line
+// "data <dir>: vocab ... | read in <s>", a warning when words became <unk>, and an error when
+// train.txt has nothing to learn.
+Corpus load_corpus(const std::string& data_dir, const Vocabulary* vocabulary);
+
+// Creates the folder of path (named by flag in errors).
+void make_parent_folder(const std::string& path, std::string_view flag);
+
+// The model of the flags (vocab from the corpus) on device, seeded by --seed, checked first to
+// fit int64 arithmetic and this machine's memory with its gradients and the optimizer's state.
+std::unique_ptr<nn::TransformerLM> make_model(const TrainOptions& options, std::int64_t vocab,
+                                              Device device);
+
+// --optimizer with its settings over the model's parameters.
+std::unique_ptr<Optimizer> make_optimizer(const nn::TransformerLM& model,
+                                          const TrainOptions& options);
+
+// The trainer's options: the flags', on device with threads; checkpoints carry the saved flags
+// (saved_options_json) as "train".
+lm::TrainerOptions trainer_options(const TrainOptions& options, Device device, int threads);
+
+// The lines train_lm prints before it trains: "model: ...", "training: ..." (and "resumed from
+// ..." when resumed_path is not empty), and the line of why it stopped.
+void print_model(const nn::TransformerLM& model);
+void print_training(const lm::Trainer& trainer, const TrainOptions& options,
+                    std::string_view optimizer, const std::string& resumed_path);
+void print_stop(const lm::Trainer& trainer, lm::StopReason reason);
+// The last lines: the final perplexities (result, when evaluated), or where an interrupted run
+// (no result; signal names what stopped it) saved its state; then the RESULT line.
+void print_result(const lm::Trainer& trainer, const std::optional<lm::FinalResult>& result,
+                  std::string_view signal);
+
+}  // namespace kiln

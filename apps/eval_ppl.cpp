@@ -1,0 +1,147 @@
+// eval_ppl: the perplexity of a checkpoint on the valid or test split.
+//
+//   build/apps/eval_ppl --checkpoint runs/lm.best.safetensors --split test
+//   build/apps/eval_ppl --checkpoint runs/lm.best.safetensors --split valid --stride 16
+//
+// The headline protocol (DESIGN.md's interface contract, as ../shared/bench/torch_ref.py's
+// lm::evaluate): non-overlapping windows of the training T (saved in the checkpoint), batch 10,
+// every target token counted. It prints the loss in nats, the tokens scored and the speed, then
+//
+//   <split> ppl <x>
+//
+// computed by the same function (apps/common/lm::evaluate) as train_lm's final lines, and, with
+// the checkpoint's thread count (the default), equal to them bit for bit. --stride S < T adds a
+// separately labelled line, "<split> ppl (stride S) <x>", from sliding windows that score each
+// target once with more left context. The text is read with the checkpoint's vocabulary: words
+// it lacks become <unk> and are counted.
+#include <cmath>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "core/autocast.h"
+#include "core/build_info.h"
+#include "core/threads.h"
+#include "data/corpus.h"
+#include "apps/common/flags.h"
+#include "apps/common/options.h"
+#include "apps/common/program.h"
+#include "apps/common/signals.h"
+#include "lm/evaluate.h"
+#include "lm/train_state.h"
+#include "lm/transformer_checkpoint.h"
+
+using namespace kiln;
+
+namespace {
+
+int eval(int argc, char** argv) {
+  install_stop_handlers();
+  CLI::App app{"eval_ppl: perplexity of a train_lm checkpoint on the valid or test split"};
+  std::string checkpoint_path, data, split = "valid", device_text = "cpu", precision;
+  std::int64_t batch_size = 10, seq_len = 0, stride = 0;
+  int threads = 0;
+  app.add_option("--checkpoint", checkpoint_path, "the checkpoint (e.g. runs/lm.best.safetensors)")
+      ->required();
+  app.add_option("--data", data,
+                 "corpus folder with valid.txt and test.txt (default: $KILN_DATA, else "
+                 "datasets/wikitext-2)");
+  app.add_option("--split", split, "valid or test")
+      ->check(CLI::IsMember({"valid", "test"}))
+      ->capture_default_str();
+  add_number_flag(app, "--batch-size", batch_size, "columns B of the token stream", {.min = 1});
+  add_number_flag(app, "--seq-len", seq_len,
+                  "window length T, at most the model's max_seq_len (default: the checkpoint's "
+                  "training T)",
+                  {.min = 1});
+  add_number_flag(app, "--stride", stride,
+                  "also score sliding windows that advance by S < T rows, each target once with "
+                  "more left context (default: T, the headline only)",
+                  {.min = 1});
+  add_number_flag(app, "--threads", threads, "CPU threads",
+                  thread_flag_range("the checkpoint's count, which reproduces train_lm's numbers "
+                                    "bit for bit"));
+  app.add_option("--device", device_text, "cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--precision", precision,
+                 "the matrix products: f32, or bf16 operands with float32 sums (default: the "
+                 "checkpoint's training precision, which reproduces train_lm's numbers)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  CLI11_PARSE(app, argc, argv);
+
+  const std::string dir = resolve_data_dir(data.empty() ? std::nullopt : std::optional(data));
+  KILN_CHECK(!std::filesystem::is_regular_file(dir),
+             "--data {}: a file, not a folder; give the folder that holds valid.txt and test.txt",
+             dir);
+  const lm::TransformerCheckpoint ckpt = lm::read_transformer_checkpoint(checkpoint_path);
+  const auto train_entry = ckpt.metadata.find("train");
+  const std::int64_t T = seq_len > 0                          ? seq_len
+                         : train_entry != ckpt.metadata.end() ? saved_seq_len(train_entry->second)
+                                                              : 0;
+  KILN_CHECK(T > 0, "--seq-len: {} does not record its training window length; give --seq-len",
+             checkpoint_path);
+  KILN_CHECK(T <= ckpt.config.max_seq_len, "--seq-len {} exceeds the model's max_seq_len {}", T,
+             ckpt.config.max_seq_len);
+  if (precision.empty()) precision = checkpoint_precision(ckpt.metadata);
+  const std::int64_t S = stride > 0 ? stride : T;
+  KILN_CHECK(S <= T, "--stride {}: expected an integer in [1, {}] (the window length)", stride, T);
+  const Device device = device_from_flag(device_text);
+  set_num_threads(threads > 0                        ? threads
+                  : lm::checkpoint_threads(ckpt) > 0 ? lm::checkpoint_threads(ckpt)
+                                                     : num_threads());
+  release_stop_signals();
+  fmt::print("{}\n", environment_summary());
+
+  const auto model = lm::load_model(ckpt, device);
+  const auto step = ckpt.metadata.find("step");
+  fmt::print("checkpoint {}: step {} | {} parameters | vocab {} | T {} | precision {}\n",
+             checkpoint_path, step != ckpt.metadata.end() ? step->second : "?",
+             model->num_parameters(), ckpt.vocabulary.size(), T, precision);
+  const TokenStream text =
+      tokenize_file_fixed(std::filesystem::path(dir) / (split + ".txt"), ckpt.vocabulary);
+  fmt::print("data {}/{}.txt: {} tokens | {} words not in the vocabulary read as <unk>\n", dir,
+             split, text.ids.size(), text.unknown);
+  if (text.ids.size() == static_cast<std::size_t>(text.lines))
+    fmt::print(
+        "warning: {}/{}.txt has {} lines but no words: the perplexity scores line ends "
+        "only\n",
+        dir, split, text.lines);
+
+  const auto cancelled = [] { return stop_signal() != 0; };
+  // Prints "<split> loss<suffix> ..." and "<split> ppl<suffix> <x>"; false if interrupted.
+  const auto report = [&](const lm::EvalResult& r, const std::string& suffix) {
+    if (!r.complete) {
+      fmt::print(stderr, "eval_ppl: interrupted by {}\n", signal_name(stop_signal()));
+      return false;
+    }
+    // A NaN perplexity with exit 0 would pass for a result.
+    KILN_CHECK(std::isfinite(r.loss),
+               "{}: the loss{} on {} is {}: the weights give no usable perplexity (a diverged or "
+               "corrupt checkpoint?)",
+               checkpoint_path, suffix, split, r.loss);
+    fmt::print("{} loss{} {:.4f} nats per token | {} tokens scored | {:.0f} tokens/s | {:.1f}s\n",
+               split, suffix, r.loss, r.tokens,
+               r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0, r.seconds);
+    fmt::print("{} ppl{} {}\n", split, suffix, lm::format_ppl(r.loss));
+    return true;
+  };
+  const lm::EvalOptions options{.batch_size = batch_size,
+                                .seq_len = T,
+                                .precision = parse_precision(precision),
+                                .cancelled = cancelled};
+  if (!report(lm::evaluate(*model, text.ids, options), "")) return 1;
+  if (S < T) {
+    lm::EvalOptions sliding = options;
+    sliding.stride = S;
+    if (!report(lm::evaluate(*model, text.ids, sliding), fmt::format(" (stride {})", S))) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return run_program("eval_ppl", [&] { return eval(argc, argv); });
+}

@@ -1,0 +1,144 @@
+// train_lm: trains a word-level transformer language model on WikiText-2 (or any folder with
+// train.txt, valid.txt and test.txt) and reports its validation and test perplexity.
+//
+//   build/apps/train_lm                                      # the defaults: 15 minutes
+//   build/apps/train_lm --save runs/lm.safetensors --metrics runs/lm.metrics.jsonl
+//   build/apps/train_lm --resume runs/lm.safetensors --save runs/lm.safetensors --steps 5000
+//   build/apps/eval_ppl --checkpoint runs/lm.best.safetensors --split test
+//
+// It prints its environment, the model and the data, a log line every --log-every steps (a live
+// line on a terminal), a line per validation, and ends with (DESIGN.md's interface contract)
+//
+//   valid ppl <x>         both from the best-by-validation weights, by lm::evaluate
+//   test ppl <x>          (eval_ppl on PATH.best prints the same numbers)
+//   RESULT train_tokens_per_sec <x> steps <n> seconds <s>
+//
+// where steps is the global step reached and seconds this run's budgeted time: its training
+// steps, without validation (as ../shared/bench/torch_ref.py counts its --time-budget, so the
+// two programs' budgets buy the same training). SIGINT or SIGTERM save the state at the next step
+// boundary and exit 0. The training itself is lm::Trainer's; this file is the program around it.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "core/backend.h"
+#include "core/build_info.h"
+#include "core/io/output_file.h"
+#include "core/threads.h"
+#include "distributed/communicator.h"
+#include "apps/common/loss_curve.h"
+#include "apps/common/program.h"
+#include "apps/common/progress.h"
+#include "apps/common/signals.h"
+#include "apps/common/train_setup.h"
+#include "lm/metrics_log.h"
+#include "lm/transformer_checkpoint.h"
+
+using namespace kiln;
+
+namespace {
+
+int train(int argc, char** argv) {
+  install_stop_handlers();
+  CLI::App app{
+      "train_lm: trains a word-level transformer language model; the defaults are "
+      "../shared/bench/torch_ref.py's recipe, trained for 15 minutes"};
+  TrainOptions o;
+  add_train_flags(app, o);
+  CLI11_PARSE(app, argc, argv);
+  const auto given = [&](std::string_view flag) { return app.count(std::string(flag)) > 0; };
+
+  // A resumed run takes the checkpoint's settings for every flag not given.
+  std::optional<lm::TransformerCheckpoint> resumed;
+  std::vector<std::string> notes;
+  if (!o.resume.empty()) {
+    resumed = lm::read_transformer_checkpoint(o.resume);
+    const auto train_entry = resumed->metadata.find("train");
+    KILN_CHECK(train_entry != resumed->metadata.end(),
+               "--resume {}: not a training checkpoint (no saved training settings)", o.resume);
+    notes = merge_saved_options(o, resumed->config, train_entry->second, given, o.resume);
+  }
+  check_options(o);
+  // Every file the run will replace, before it trains for an hour to find one it must not.
+  if (!o.save.empty()) {
+    check_output_file(o.save, "--save");
+    check_output_file(lm::best_checkpoint_path(o.save), "--save (its best weights)");
+    check_output_file(curve_path(o.save), "--save (its loss curve)");
+  }
+  const Device device = device_from_flag(o.device);
+  // One rank alone, or the ranks of mpirun (or torchrun-style variables); rank 0 prints.
+  const std::unique_ptr<dist::Communicator> comm = dist::make_communicator({.device = device});
+  if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
+    fail("rank {}: cannot silence its stdout", comm->rank());
+  const int saved_threads = resumed ? lm::read_train_state(*resumed).threads : 0;
+  const int threads = resumed && !given("--threads") ? saved_threads
+                      : o.threads > 0                ? o.threads
+                                                     : num_threads();
+  set_num_threads(threads);
+  release_stop_signals();
+  fmt::print("{}\n", environment_summary());
+  for (const std::string& note : notes) fmt::print("note: {}\n", note);
+  if (resumed && threads != saved_threads)
+    fmt::print(
+        "warning: {} was trained with {} threads and this run uses {}: the results may "
+        "differ in the last bits from an uninterrupted run\n",
+        o.resume, saved_threads, threads);
+
+  // Data: the checkpoint's vocabulary for a resumed run, so every word keeps its id.
+  const std::string data_dir =
+      resolve_data_dir(o.data.empty() ? std::nullopt : std::optional(o.data));
+  const Corpus corpus = load_corpus(data_dir, resumed ? &resumed->vocabulary : nullptr);
+
+  // Model, optimizer and trainer: fresh, or exactly as saved.
+  const auto model = resumed ? lm::load_model(*resumed, device)
+                             : make_model(o, corpus.vocabulary().size(), device);
+  const auto optimizer = make_optimizer(*model, o);
+  lm::TrainerOptions options = trainer_options(o, device, threads);
+  options.stop_requested = [] { return stop_signal() != 0; };
+  options.communicator = comm.get();
+  lm::Trainer trainer(*model, *optimizer, corpus, std::move(options));
+  ProgressLog log(isatty(STDOUT_FILENO) == 1, trainer.total_steps(), o.time_budget);
+  trainer.add_observer(log);
+  print_model(*model);
+  if (resumed) trainer.resume(*resumed);
+  print_training(trainer, o, optimizer->name(), o.resume);
+  std::optional<lm::MetricsLog> metrics;
+  if (!o.save.empty()) make_parent_folder(o.save, "--save");
+  if (!o.metrics.empty()) {
+    make_parent_folder(o.metrics, "--metrics");
+    trainer.add_observer(metrics.emplace(o.metrics, resumed.has_value()));
+  }
+  LossCurveWriter curve(fmt::format("train_lm on {}: d_model {}, layers {}, T {}, B {}",
+                                    std::filesystem::path(data_dir).filename().string(),
+                                    model->config().d_model, model->config().layers, o.seq_len,
+                                    o.batch_size));
+  trainer.add_observer(curve);
+
+  // Training, then the final state and perplexities.
+  const lm::StopReason stopped_by = trainer.train();
+  log.finish();
+  if (device.is_cuda())
+    fmt::print("RESULT gpu_peak_bytes {}\n", backend_for(device).peak_bytes_in_use());
+  std::optional<lm::FinalResult> result;
+  if (stopped_by != lm::StopReason::requested) {
+    print_stop(trainer, stopped_by);
+    result = trainer.finish();
+  } else {
+    trainer.finish();  // a stop request: saves the state and evaluates nothing
+  }
+  print_result(trainer, result, signal_name(stop_signal()));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return run_program("train_lm", [&] { return train(argc, argv); });
+}

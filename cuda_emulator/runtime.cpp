@@ -1,0 +1,358 @@
+// The CUDA runtime API on the emulated device (see include/cuda_runtime_api.h): memory through
+// the arena of memory.h, copies that check their direction and their ranges, streams that are
+// names, one or more identical devices (KILN_EMULATOR_DEVICES), CUDA's error codes and strings.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "cuda_emulator/emulator.h"
+#include "cuda_emulator/include/cuda_runtime_api.h"
+#include "cuda_emulator/memory.h"
+#include "cuda_emulator/report.h"
+#include "cuda_emulator/runtime.h"
+#include "cuda_emulator/settings.h"
+
+struct CUstream_st {
+  unsigned flags;
+};
+
+namespace kiln::emulator {
+
+namespace {
+
+thread_local cudaError_t last_error = cudaSuccess;
+thread_local int current_device = 0;
+
+std::set<cudaStream_t>& streams() {
+  static auto* live = new std::set<cudaStream_t>;
+  return *live;
+}
+
+using Lock = std::lock_guard<std::recursive_mutex>;
+
+const char* kind_name(cudaMemcpyKind kind) {
+  switch (kind) {
+    case cudaMemcpyHostToHost:
+      return "cudaMemcpyHostToHost";
+    case cudaMemcpyHostToDevice:
+      return "cudaMemcpyHostToDevice";
+    case cudaMemcpyDeviceToHost:
+      return "cudaMemcpyDeviceToHost";
+    case cudaMemcpyDeviceToDevice:
+      return "cudaMemcpyDeviceToDevice";
+    case cudaMemcpyDefault:
+      return "cudaMemcpyDefault";
+  }
+  return "an unknown cudaMemcpyKind";
+}
+
+// A failed call: its error becomes the last error too, as the runtime does.
+cudaError_t failed(cudaError_t error, std::string detail) {
+  set_last_error(error);
+  return fail_call(error, std::move(detail));
+}
+
+cudaError_t copy(const char* call, void* dst, const void* src, std::size_t count,
+                 cudaMemcpyKind kind, cudaStream_t stream) {
+  const Lock lock(runtime_lock());
+  if (!is_valid_stream(stream))
+    return failed(cudaErrorInvalidResourceHandle,
+                  fmt::format("{}: {} is not a stream", call, hex(stream)));
+  if (count == 0) return cudaSuccess;
+  const bool dst_device = is_device_address(dst), src_device = is_device_address(src);
+  bool want_dst = dst_device, want_src = src_device;
+  switch (kind) {
+    case cudaMemcpyHostToHost:
+      want_dst = want_src = false;
+      break;
+    case cudaMemcpyHostToDevice:
+      want_dst = true, want_src = false;
+      break;
+    case cudaMemcpyDeviceToHost:
+      want_dst = false, want_src = true;
+      break;
+    case cudaMemcpyDeviceToDevice:
+      want_dst = want_src = true;
+      break;
+    case cudaMemcpyDefault:
+      break;
+    default:
+      return failed(cudaErrorInvalidMemcpyDirection,
+                    fmt::format("{}: {} is not a cudaMemcpyKind", call, static_cast<int>(kind)));
+  }
+  const auto side = [](bool device) { return device ? "device memory" : "host memory"; };
+  if (dst_device != want_dst)
+    return failed(cudaErrorInvalidValue,
+                  fmt::format("{}({} bytes, {}): the destination {} is {}", call, count,
+                              kind_name(kind), hex(dst), side(dst_device)));
+  if (src_device != want_src)
+    return failed(cudaErrorInvalidValue,
+                  fmt::format("{}({} bytes, {}): the source {} is {}", call, count, kind_name(kind),
+                              hex(src), side(src_device)));
+  for (auto [p, device, what] :
+       {std::tuple{static_cast<const void*>(dst), dst_device, "destination"},
+        std::tuple{src, src_device, "source"}}) {
+    if (!device) continue;
+    if (const auto problem = check_device_range(p, count))
+      return failed(cudaErrorInvalidValue, fmt::format("{}({} bytes, {}): the {}: {}", call, count,
+                                                       kind_name(kind), what, *problem));
+  }
+  const DeviceAccess access;
+  std::memmove(dst, src, count);
+  return cudaSuccess;
+}
+
+cudaError_t set(const char* call, void* ptr, int value, std::size_t count, cudaStream_t stream) {
+  const Lock lock(runtime_lock());
+  if (!is_valid_stream(stream))
+    return failed(cudaErrorInvalidResourceHandle,
+                  fmt::format("{}: {} is not a stream", call, hex(stream)));
+  if (count == 0) return cudaSuccess;
+  if (const auto problem = check_device_range(ptr, count))
+    return failed(cudaErrorInvalidValue, fmt::format("{}({} bytes): {}", call, count, *problem));
+  const DeviceAccess access;
+  std::memset(ptr, value, count);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+bool is_valid_stream(cudaStream_t stream) {
+  const Lock lock(runtime_lock());
+  return stream == nullptr || streams().count(stream) == 1;
+}
+
+void set_last_error(cudaError_t error) { last_error = error; }
+
+void set_memory_limit(std::size_t bytes) {
+  const Lock lock(runtime_lock());
+  set_device_memory_limit(bytes);
+}
+
+std::size_t memory_limit() {
+  const Lock lock(runtime_lock());
+  return device_memory_limit();
+}
+
+std::size_t bytes_allocated() {
+  const Lock lock(runtime_lock());
+  return device_bytes_allocated();
+}
+
+bool uses_protection_keys() {
+  const Lock lock(runtime_lock());
+  return device_uses_protection_keys();
+}
+
+}  // namespace kiln::emulator
+
+using namespace kiln::emulator;
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (count == nullptr) return failed(cudaErrorInvalidValue, "cudaGetDeviceCount: count is null");
+  *count = settings().devices;
+  if (*count == 0) return failed(cudaErrorNoDevice, "KILN_EMULATOR_DEVICES=0");
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= settings().devices)
+    return failed(cudaErrorInvalidDevice,
+                  fmt::format("cudaSetDevice({}): the emulator has {} device(s)", device,
+                              settings().devices));
+  current_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (device == nullptr) return failed(cudaErrorInvalidValue, "cudaGetDevice: device is null");
+  *device = current_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (prop == nullptr || device < 0 || device >= settings().devices)
+    return failed(cudaErrorInvalidDevice,
+                  fmt::format("cudaGetDeviceProperties: no device {}", device));
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof prop->name, "kiln CUDA emulator (CPU, test-only)");
+  prop->totalGlobalMem = memory_limit();
+  prop->sharedMemPerBlock = 48 << 10;
+  prop->regsPerBlock = 65536;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+  prop->maxThreadsDim[2] = 64;
+  prop->maxGridSize[0] = 2147483647;
+  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+  prop->multiProcessorCount = 1;
+  prop->major = 9;
+  prop->minor = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(std::size_t* free, std::size_t* total) {
+  if (free == nullptr || total == nullptr)
+    return failed(cudaErrorInvalidValue, "cudaMemGetInfo: a null pointer");
+  const Lock lock(runtime_lock());
+  *total = device_memory_limit();
+  *free = *total - std::min(*total, device_bytes_allocated());
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+cudaError_t cudaMalloc(void** ptr, std::size_t size) {
+  if (ptr == nullptr) return failed(cudaErrorInvalidValue, "cudaMalloc: ptr is null");
+  const Lock lock(runtime_lock());
+  *ptr = device_malloc(size);
+  if (*ptr == nullptr)
+    return failed(cudaErrorMemoryAllocation,
+                  fmt::format("cudaMalloc({}): {} of the emulated device's {} bytes are allocated",
+                              size, device_bytes_allocated(), device_memory_limit()));
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  const Lock lock(runtime_lock());
+  std::string problem;
+  if (!device_free(ptr, &problem))
+    return failed(cudaErrorInvalidValue, fmt::format("cudaFree: {}", problem));
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t count, cudaMemcpyKind kind) {
+  return copy("cudaMemcpy", dst, src, count, kind, nullptr);
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t count, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  return copy("cudaMemcpyAsync", dst, src, count, kind, stream);
+}
+
+cudaError_t cudaMemset(void* ptr, int value, std::size_t count) {
+  return set("cudaMemset", ptr, value, count, nullptr);
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t count, cudaStream_t stream) {
+  return set("cudaMemsetAsync", ptr, value, count, stream);
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  if (stream == nullptr) return failed(cudaErrorInvalidValue, "cudaStreamCreate: stream is null");
+  const Lock lock(runtime_lock());
+  *stream = new CUstream_st{flags};
+  streams().insert(*stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  const Lock lock(runtime_lock());
+  if (stream == nullptr || streams().erase(stream) == 0)
+    return failed(cudaErrorInvalidResourceHandle,
+                  fmt::format("cudaStreamDestroy: {} is not a stream", hex(stream)));
+  delete stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (!is_valid_stream(stream))
+    return failed(cudaErrorInvalidResourceHandle,
+                  fmt::format("cudaStreamSynchronize: {} is not a stream", hex(stream)));
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t error = last_error;
+  last_error = cudaSuccess;
+  return error;
+}
+
+cudaError_t cudaPeekAtLastError() { return last_error; }
+
+const char* cudaGetErrorString(cudaError_t error) {
+  const char* text = "unrecognized error code";
+  switch (error) {
+    case cudaSuccess:
+      text = "no error";
+      break;
+    case cudaErrorInvalidValue:
+      text = "invalid argument";
+      break;
+    case cudaErrorMemoryAllocation:
+      text = "out of memory";
+      break;
+    case cudaErrorInitializationError:
+      text = "initialization error";
+      break;
+    case cudaErrorInvalidConfiguration:
+      text = "invalid configuration argument";
+      break;
+    case cudaErrorInvalidMemcpyDirection:
+      text = "invalid copy direction for memcpy";
+      break;
+    case cudaErrorNoDevice:
+      text = "no CUDA-capable device is detected";
+      break;
+    case cudaErrorInvalidDevice:
+      text = "invalid device ordinal";
+      break;
+    case cudaErrorInvalidResourceHandle:
+      text = "invalid resource handle";
+      break;
+    case cudaErrorIllegalAddress:
+      text = "an illegal memory access was encountered";
+      break;
+    case cudaErrorLaunchFailure:
+      text = "unspecified launch failure";
+      break;
+  }
+  const std::string& detail = error_detail(error);
+  if (detail.empty()) return text;
+  thread_local std::string with_detail;
+  with_detail = fmt::format("{} (emulator: {})", text, detail);
+  return with_detail.c_str();
+}
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInitializationError:
+      return "cudaErrorInitializationError";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidMemcpyDirection:
+      return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorNoDevice:
+      return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorIllegalAddress:
+      return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchFailure:
+      return "cudaErrorLaunchFailure";
+  }
+  return "cudaErrorUnknown";
+}
+
+}  // extern "C"

@@ -1,0 +1,235 @@
+// Data-parallel train_lm (lm::Trainer over distributed/'s MPI ranks): N ranks train bit for bit like one
+// process with --grad-accum N on the same global batch (docs/distributed.md), with dropout on,
+// shuffled windows, a resume point and, with 3 ranks, a short last step of each epoch that
+// leaves one rank without a window. Each rank and the single process use one thread: the bits
+// depend on the thread count. Also what ends a job early: a stop request through
+// scripts/kiln-mpirun, a rank killed, a rank that hangs, ranks that disagree.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "distributed/communicator.h"
+#include "tests/apps/programs.h"
+
+using namespace kiln;
+using namespace kiln::testing;
+using Catch::Contains;
+
+namespace {
+
+std::string mpirun(int ranks) {
+  return std::string("KILN_DIST_TIMEOUT=60 " KILN_MPI_ENV " timeout -s KILL 120 " KILN_MPIRUN
+                     " -np ") +
+         std::to_string(ranks) + " ";
+}
+
+// A 2-rank train_lm job on the tiny corpus that trains for a minute unless stopped, started by
+// scripts/kiln-mpirun (the shell execs it, so signals to launcher() reach it), each rank writing
+// its pid to rank<r>.pid. Ranks still running at the end are killed: mpirun runs in a session of
+// its own, so killing the launcher script alone would leave it training.
+class LongJob {
+ public:
+  explicit LongJob(const std::string& collective_timeout_s)
+      : job_(command(dir_, collective_timeout_s)) {}
+  ~LongJob() {
+    for (int rank = 0; rank < 2; ++rank) {
+      const pid_t pid = rank_pid(rank);
+      std::ifstream command_line("/proc/" + std::to_string(pid) + "/cmdline");
+      std::string program;
+      std::getline(command_line, program, '\0');
+      if (pid > 0 && program == kTrainLm) ::kill(pid, SIGKILL);
+    }
+  }
+  LongJob(const LongJob&) = delete;
+  LongJob& operator=(const LongJob&) = delete;
+
+  const TempDir& dir() const { return dir_; }
+  pid_t launcher() const { return job_.pid(); }
+  pid_t rank_pid(int rank) const {
+    std::ifstream file(dir_.file("rank" + std::to_string(rank) + ".pid"));
+    pid_t pid = 0;
+    file >> pid;
+    return pid;
+  }
+  // Waits until training has started: rank 0 has logged a step to metrics.jsonl. (Its output
+  // cannot tell: under mpirun a rank's stdout is a terminal, so the step lines end in '\r'.)
+  void wait_for_training() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    std::error_code error;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (std::filesystem::file_size(dir_.file("metrics.jsonl"), error) > 0 && !error) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::kill(job_.pid(), SIGKILL);
+    std::string output;
+    job_.wait(&output);
+    FAIL("training did not start within 60 s:\n" << output);
+  }
+  // The job's output and status (as RunResult::status) once it has ended.
+  RunResult wait() {
+    RunResult result;
+    result.status = job_.wait(&result.output);
+    return result;
+  }
+
+ private:
+  static std::vector<std::string> command(const TempDir& dir, const std::string& timeout_s) {
+    write_tiny_corpus(dir.path().string());
+    const std::string mpirun = KILN_MPIRUN;
+    const std::size_t space = mpirun.find(' ');
+    const std::string train = kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
+                              " --threads 1 --eval-every 0 --log-every 1 --time-budget 60 --save " +
+                              dir.file("lm.safetensors") + " --metrics " +
+                              dir.file("metrics.jsonl");
+    return {"/bin/sh", "-c",
+            "KILN_DIST_TIMEOUT=" + timeout_s + " " KILN_MPI_ENV " KILN_MPIRUN_PROGRAM=" +
+                mpirun.substr(0, space) + " exec " KILN_TEST_SOURCE_DIR "/scripts/kiln-mpirun " +
+                (space == std::string::npos ? std::string() : mpirun.substr(space + 1)) +
+                " -np 2 sh -c 'echo $$ > " + dir.path().string() +
+                "/rank$OMPI_COMM_WORLD_RANK.pid; exec " + train + "'"};
+  }
+
+  TempDir dir_;  // first: made before the job starts, removed after it has ended
+  Child job_;
+};
+
+bool skip_without_mpi() {
+  if (dist::mpi_built()) return false;
+  std::puts("skipped: kiln was built without MPI (KILN_MPI=OFF or no libopenmpi-dev)");
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("dist: train_lm on N ranks equals one process with --grad-accum N, bit for bit") {
+  if (skip_without_mpi()) return;
+  const int ranks = GENERATE(2, 3);
+  INFO(ranks << " ranks");
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  // 14 windows per epoch: with 3 ranks, steps of 3, 3, 3, 3 and 2 windows.
+  const std::string flags = " --data " + dir.path().string() + " " + kTinyFlags +
+                            " --dropout 0.1 --attn-dropout 0.1 --shuffle --threads 1 "
+                            "--eval-every 5 --log-every 1";
+  const std::string n = std::to_string(ranks);
+  const RunResult parallel =
+      run(mpirun(ranks) + kTrainLm + flags + " --steps 12 --save " + dir.file("ranks.safetensors"));
+  INFO(parallel.output);
+  REQUIRE(parallel.status == 0);
+  CHECK_THAT(parallel.output, Contains("data parallel: " + n + " ranks"));
+  const RunResult single = run(kTrainLm + flags + " --grad-accum " + n + " --steps 12 --save " +
+                               dir.file("single.safetensors"));
+  INFO(single.output);
+  REQUIRE(single.status == 0);
+  check_same_tensors(load_safetensors(dir.file("ranks.safetensors")),
+                     load_safetensors(dir.file("single.safetensors")));
+  check_same_tensors(load_safetensors(dir.file("ranks.best.safetensors")),
+                     load_safetensors(dir.file("single.best.safetensors")));
+  CHECK(line_after(parallel.lines(), "test ppl ") == line_after(single.lines(), "test ppl "));
+
+  // Resumed on as many ranks, the run continues as the single process's does.
+  const RunResult first =
+      run(mpirun(ranks) + kTrainLm + flags + " --steps 5 --save " + dir.file("first.safetensors"));
+  REQUIRE(first.status == 0);
+  const RunResult resumed =
+      run(mpirun(ranks) + kTrainLm + " --data " + dir.path().string() + " --resume " +
+          dir.file("first.safetensors") + " --steps 12 --save " + dir.file("resumed.safetensors"));
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  CHECK_THAT(resumed.output, !Contains("warning"));
+  check_same_tensors(load_safetensors(dir.file("resumed.safetensors")),
+                     load_safetensors(dir.file("single.safetensors")));
+
+  // On another number of ranks the global batch changes: a warning says so.
+  const RunResult other = run(kTrainLm + " --data " + dir.path().string() + " --resume " +
+                              dir.file("first.safetensors") + " --steps 6");
+  CHECK(other.status == 0);
+  CHECK_THAT(other.output, Contains("was trained with " + n + " rank(s) and this run has 1"));
+}
+
+TEST_CASE("dist: ranks started with other flags stop with a message naming the difference") {
+  if (skip_without_mpi()) return;
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  // Every rank reads the same command line; --lr from the environment differs per rank.
+  const RunResult r =
+      run(mpirun(2) + "sh -c '" + kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
+          " --threads 1 --steps 2 --lr $((OMPI_COMM_WORLD_RANK + 1))e-3'");
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.output, Contains("differs between ranks") && Contains("rank 1"));
+}
+
+TEST_CASE("dist: SIGINT or SIGTERM to kiln-mpirun makes the ranks save once and the job exit 0") {
+  if (skip_without_mpi()) return;
+  const auto [signal, name] = GENERATE(std::pair{SIGTERM, "SIGTERM"}, std::pair{SIGINT, "SIGINT"});
+  INFO(name);
+  LongJob job("60");
+  job.wait_for_training();
+  REQUIRE(::kill(job.launcher(), signal) == 0);
+  const RunResult r = job.wait();
+  INFO(r.output);
+  CHECK(r.status == 0);
+  // Rank 0 alone prints, once; the ranks stopped at the same step (a collective decides).
+  std::smatch match;
+  REQUIRE(std::regex_search(
+      r.output, match, std::regex("interrupted by SIGUSR1 at step ([0-9]+): saved the state")));
+  CHECK(match.suffix().str().find("interrupted by") == std::string::npos);
+  const std::string step = match[1];
+  const RunResult resumed = run(mpirun(2) + kTrainLm + " --data " + job.dir().path().string() +
+                                " --resume " + job.dir().file("lm.safetensors") + " --steps " +
+                                std::to_string(std::stol(step) + 2) + " --time-budget 0");
+  INFO(resumed.output);
+  CHECK(resumed.status == 0);
+  CHECK_THAT(resumed.output, Contains("at step " + step) && !Contains("warning"));
+}
+
+TEST_CASE("dist: a rank killed mid-run ends the job with a non-zero status naming it") {
+  if (skip_without_mpi()) return;
+  LongJob job("60");
+  job.wait_for_training();
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE(::kill(job.rank_pid(1), SIGKILL) == 0);
+  const RunResult r = job.wait();
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.output, Contains("rank 1"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+}
+
+TEST_CASE("dist: a rank that hangs mid-run is named within the collective timeout") {
+  if (skip_without_mpi()) return;
+  LongJob job("3");
+  job.wait_for_training();
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE(::kill(job.rank_pid(1), SIGSTOP) == 0);  // alive, never joining the next collective
+  const RunResult r = job.wait();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.output, Contains("did not complete within 3 s") && Contains("rank 1"));
+  // The timeout, the roll call's min(timeout, 5 s), and the job's end: not the minute it trains.
+  CHECK(seconds < 30);
+}
+
+TEST_CASE("dist: ranks stop together at the time budget, which any rank's clock can end") {
+  if (skip_without_mpi()) return;
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  // Each rank measures its own time (here with its own thread count); they must still stop at
+  // one step, or the first to stop would leave the other waiting in a collective.
+  const RunResult r =
+      run(mpirun(2) + "sh -c '" + kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
+          " --threads $((OMPI_COMM_WORLD_RANK + 1)) --time-budget 1 "
+          "--eval-every 0 --save " +
+          dir.file("lm.safetensors") + "'");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Contains("stopped by --time-budget"));
+}

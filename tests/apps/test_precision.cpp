@@ -1,0 +1,105 @@
+// --precision bf16 through the programs: train_lm trains with bf16 matrix products (float32
+// master weights), records the precision in its checkpoints, resumes a bf16 run bit for bit
+// (taking the precision from the checkpoint), and notes an override; eval_ppl and generate use
+// the checkpoint's precision by default, so eval_ppl reproduces train_lm's final perplexity.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "core/io/safetensors.h"
+#include "tests/apps/programs.h"
+
+using namespace kiln;
+using namespace kiln::testing;
+using Catch::Contains;
+
+namespace {
+
+double loss_at(const RunResult& r, long step) {
+  const std::optional<std::string> loss = logged_loss(r.lines(), step);
+  REQUIRE(loss.has_value());
+  return std::stod(*loss);
+}
+
+}  // namespace
+
+TEST_CASE("train_lm --precision bf16 resumes bit for bit and stays near the float32 run") {
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  // Dropout and shuffled windows: the resume must restore every stream, as in float32.
+  const std::string flags = kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
+                            " --dropout 0.1 --shuffle --eval-every 10 --log-every 10 --threads 3";
+  const RunResult whole =
+      run(flags + " --precision bf16 --steps 20 --save " + dir.file("whole.safetensors"));
+  INFO(whole.output);
+  REQUIRE(whole.status == 0);
+  CHECK_THAT(whole.output, Contains("| precision bf16 |"));
+  const RunResult first =
+      run(flags + " --precision bf16 --steps 10 --save " + dir.file("first.safetensors"));
+  REQUIRE(first.status == 0);
+  // No --precision: the resumed run takes the checkpoint's.
+  const RunResult resumed = run(flags + " --resume " + dir.file("first.safetensors") +
+                                " --steps 20 --save " + dir.file("resumed.safetensors"));
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  CHECK_THAT(resumed.output, Contains("| precision bf16 |"));
+  CHECK(resumed.output.find("note:") == std::string::npos);
+  CHECK(logged_loss(resumed.lines(), 20) == logged_loss(whole.lines(), 20));
+  CHECK(line_after(resumed.lines(), "valid ppl ") == line_after(whole.lines(), "valid ppl "));
+  const SafetensorsFile a = load_safetensors(dir.file("whole.safetensors"));
+  const SafetensorsFile b = load_safetensors(dir.file("resumed.safetensors"));
+  check_same_tensors(a, b);
+  CHECK(a.metadata.at("train") == b.metadata.at("train"));
+  CHECK_THAT(a.metadata.at("train"), Contains("\"precision\":\"bf16\""));
+  // The master weights are float32.
+  for (const auto& [name, tensor] : a.tensors) {
+    INFO(name);
+    CHECK(tensor.dtype() == DType::f32);
+  }
+
+  // The same run in float32: near, not equal (the products' rounding differs).
+  const RunResult f32 = run(flags + " --steps 20 --save " + dir.file("f32.safetensors"));
+  REQUIRE(f32.status == 0);
+  CHECK_THAT(f32.output, Contains("| precision f32 |"));
+  for (long step : {10L, 20L}) {
+    INFO("step " << step);
+    CHECK(std::abs(loss_at(whole, step) - loss_at(f32, step)) <= 0.05);
+  }
+  CHECK(logged_loss(whole.lines(), 20) != logged_loss(f32.lines(), 20));
+
+  // eval_ppl: the checkpoint's precision by default, train_lm's final perplexity to the digit.
+  const RunResult eval = run(kEvalPpl + " --data " + dir.path().string() + " --checkpoint " +
+                             dir.file("whole.best.safetensors"));
+  INFO(eval.output);
+  REQUIRE(eval.status == 0);
+  CHECK_THAT(eval.output, Contains("| precision bf16"));
+  CHECK(line_after(eval.lines(), "valid ppl ") == line_after(whole.lines(), "valid ppl "));
+  const RunResult eval_f32 = run(kEvalPpl + " --data " + dir.path().string() + " --checkpoint " +
+                                 dir.file("whole.best.safetensors") + " --precision f32");
+  REQUIRE(eval_f32.status == 0);
+  CHECK_THAT(eval_f32.output, Contains("| precision f32"));
+
+  const RunResult text = run(kGenerate + " --checkpoint " + dir.file("whole.safetensors") +
+                             " --prompt 'the big' --tokens 6 --seed 3");
+  INFO(text.output);
+  CHECK(text.status == 0);
+}
+
+TEST_CASE("train_lm: --precision on a resumed run overrides the checkpoint's, with a note") {
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string flags =
+      kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags + " --threads 1";
+  REQUIRE(run(flags + " --precision bf16 --steps 4 --save " + dir.file("a.safetensors")).status ==
+          0);
+  const RunResult resumed = run(flags + " --resume " + dir.file("a.safetensors") +
+                                " --precision f32 --steps 6 --save " + dir.file("b.safetensors"));
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  CHECK_THAT(resumed.output, Contains("--precision \"f32\" overrides the checkpoint's \"bf16\""));
+  CHECK_THAT(resumed.output, Contains("| precision f32 |"));
+  const RunResult bad = run(flags + " --precision fp16 --steps 1");
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.output, Contains("--precision"));
+}
