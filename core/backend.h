@@ -199,97 +199,10 @@ class Backend {
   virtual std::size_t bytes_in_use() const = 0;
   virtual std::size_t peak_bytes_in_use() const = 0;
 
-  // ---- Elementwise (out and every operand share out.sizes)
-  virtual void fill(const TensorArg& out, double value) = 0;
-  virtual void arange(const TensorArg& out, double start, double step) = 0;  // out contiguous 1-D
-  // out = in, converting dtype if they differ.
-  virtual void copy(const TensorArg& out, const TensorArg& in) = 0;
-  virtual void unary(UnaryOp op, const TensorArg& out, const TensorArg& in, double scalar) = 0;
-  virtual void binary(BinaryOp op, const TensorArg& out, const TensorArg& a,
-                      const TensorArg& b) = 0;
-  // out = cond != 0 ? a : b (cond of any dtype).
-  virtual void where(const TensorArg& out, const TensorArg& cond, const TensorArg& a,
-                     const TensorArg& b) = 0;
-
-  // ---- Reductions (ReduceArgs above)
-  // out (outer, inner) = sum over the reduced dim.
-  virtual void sum(const ReduceArgs& args, const void* in, void* out) = 0;
-  // values/indices (outer, inner) = max over the reduced dim and its first index.
-  virtual void max(const ReduceArgs& args, const void* in, void* values, std::int64_t* indices) = 0;
-  // out (1 value, the input's dtype) = sum of squares of all outer * reduced * inner elements.
-  virtual void sum_squares(const ReduceArgs& args, const void* in, void* out) = 0;
-
-  // ---- Row kernels (SoftmaxArgs, LayerNormArgs, CrossEntropyArgs above)
-  // y may be x (in place).
-  virtual void softmax_forward(const SoftmaxArgs& args, const void* x, void* y) = 0;
-  // dx = softmax'(x)^T dy, from the saved output y; dx may be dy (in place).
-  virtual void softmax_backward(const SoftmaxArgs& args, const void* y, const void* dy,
-                                void* dx) = 0;
-  // y = (x - mean) * rstd * gamma + beta per row; mean and rstd (rows) saved for backward.
-  virtual void layer_norm_forward(const LayerNormArgs& args, const void* x, const void* gamma,
-                                  const void* beta, void* y, void* mean, void* rstd) = 0;
-  // dx (rows, cols), dgamma and dbeta (cols) from x, gamma, the saved mean/rstd and dy.
-  virtual void layer_norm_backward(const LayerNormArgs& args, const void* x, const void* gamma,
-                                   const void* mean, const void* rstd, const void* dy, void* dx,
-                                   void* dgamma, void* dbeta) = 0;
-  // Per row: loss = logsumexp(logits) - logits[target] (0 where target == ignore_index) and the
-  // logsumexp, saved for backward. Targets are valid ids or ignore_index.
-  virtual void cross_entropy_forward(const CrossEntropyArgs& args, const void* logits,
-                                     const std::int64_t* targets, void* loss, void* logsumexp) = 0;
-  // dlogits = (softmax(logits) - onehot(target)) * (*grad_loss) * scale; 0 on ignored rows.
-  // grad_loss points at one element on the device.
-  virtual void cross_entropy_backward(const CrossEntropyArgs& args, const void* logits,
-                                      const std::int64_t* targets, const void* logsumexp,
-                                      const void* grad_loss, void* dlogits) = 0;
-
-  // As cross_entropy_forward, and then overwrites each row of logits in place with
-  // exp(logits - shift), for a per-row shift of the backend's choosing, and sets row_scale so that
-  // softmax(logits)[r] = logits'[r] * row_scale[r]; ignored rows become 0 with row_scale 0. The
-  // softmax without a normalising pass over the (rows, cols) logits: the tied LM head folds
-  // row_scale into its small operands instead (core/ops/linear_cross_entropy.h).
-  virtual void cross_entropy_forward_exp(const CrossEntropyArgs& args, void* logits,
-                                         const std::int64_t* targets, void* loss, void* logsumexp,
-                                         void* row_scale) = 0;
-
-  // ---- Matrix products and attention (GemmArgs, AttentionArgs above; attention's d at most
-  // kMaxAttentionHeadDim)
-  virtual void gemm(const GemmArgs& args) = 0;
-  // Writes out and logsumexp.
-  virtual void attention_forward(const AttentionArgs& args) = 0;
-  // grads.dq, dk, dv from the forward's out and logsumexp and grads.dout: every element of dq,
-  // dk and dv is written. Recomputes S and A tile by tile; a kv head's dk and dv sum its query
-  // heads in head order (no atomics).
-  virtual void attention_backward(const AttentionArgs& args, const AttentionGradArgs& grads) = 0;
-
-  // ---- Indexing (IndexArgs above)
-  // Index of the first id outside [0, table_rows), or -1 when all are valid (reads n, table_rows).
-  virtual std::int64_t find_invalid_id(const IndexArgs& args, const std::int64_t* ids) = 0;
-  // out[i, :] = table[ids[i], :] for i < n.
-  virtual void gather_rows(const IndexArgs& args, const void* table, const std::int64_t* ids,
-                           void* out) = 0;
-  // table_grad[ids[i], :] += grad[i, :], partitioned over table rows, adding each row's
-  // contributions in the order of i (deterministic, no atomics).
-  virtual void scatter_add_rows(const IndexArgs& args, const void* grad, const std::int64_t* ids,
-                                void* table_grad) = 0;
-
-  // ---- Randomness (Philox4x32-10, core/philox.h): n contiguous elements
-  virtual void random_uniform(DType dtype, void* out, std::int64_t n, double low, double high,
-                              std::uint64_t seed, std::uint64_t offset) = 0;
-  virtual void random_normal(DType dtype, void* out, std::int64_t n, double mean, double std,
-                             std::uint64_t seed, std::uint64_t offset) = 0;
-  // mask[i] = 1/(1-p) where the element is kept, 0 where it is dropped.
-  virtual void dropout_mask(DType dtype, void* mask, std::int64_t n, double p, std::uint64_t seed,
-                            std::uint64_t offset) = 0;
-  // out[i] = in[i] * mask[i] with the mask dropout_mask draws, in one pass and without the mask
-  // in memory (dropout's forward and backward). in and out do not overlap.
-  virtual void dropout_apply(DType dtype, void* out, const void* in, std::int64_t n, double p,
-                             std::uint64_t seed, std::uint64_t offset) = 0;
-
-  // ---- Optimizer updates (contiguous, n elements)
-  virtual void adam_update(DType dtype, std::int64_t n, void* param, const void* grad,
-                           void* exp_avg, void* exp_avg_sq, const AdamArgs& args) = 0;
-  virtual void sgd_update(DType dtype, std::int64_t n, void* param, const void* grad,
-                          void* momentum_buffer, const SgdArgs& args) = 0;
+  // ---- Kernels, one list for the interface and both backends (core/backend_kernels.h)
+#define KILN_KERNEL(result, name, parameters) virtual result name parameters = 0;
+#include "core/backend_kernels.h"
+#undef KILN_KERNEL
 };
 
 // The backend for a device: the CPU backend, or the CUDA backend when kiln was built with CUDA
