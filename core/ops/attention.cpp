@@ -77,9 +77,8 @@ Tensor empty_attention(std::string_view op, const Shape& out_shape,
 Tensor causal_attention(const Tensor& projected_in, std::int64_t heads, std::int64_t kv_heads,
                         double dropout_p, bool training, Generator* gen, Tensor* probabilities) {
   profile::Scope scope(profile::Family::attention);
-  check_defined("causal_attention", projected_in);
-  const Tensor projected = autocast_operand(projected_in);
-  check_floating_or_bf16("causal_attention", projected);
+  const auto [projected] =
+      checked_operands<1>("causal_attention", {projected_in}, {.autocast = true});
   KILN_CHECK(heads > 0 && kv_heads > 0 && heads % kv_heads == 0,
              "causal_attention: kv_heads ({}) must divide heads ({})", kv_heads, heads);
   KILN_CHECK(projected.dim() == 3 && projected.size(2) % (heads + 2 * kv_heads) == 0 &&
@@ -139,11 +138,8 @@ Tensor causal_attention(const Tensor& projected_in, std::int64_t heads, std::int
 Tensor causal_attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                               double dropout_p, bool training, Generator* gen) {
   profile::Scope scope(profile::Family::attention);
-  for (const Tensor* t : {&q_in, &k_in, &v_in}) check_defined("causal_attention_heads", *t);
-  const Tensor q = autocast_operand(q_in), k = autocast_operand(k_in), v = autocast_operand(v_in);
-  for (const Tensor* t : {&q, &k, &v}) check_floating_or_bf16("causal_attention_heads", *t);
-  check_same_dtype_device("causal_attention_heads", q, k);
-  check_same_dtype_device("causal_attention_heads", q, v);
+  const auto [q, k, v] =
+      checked_operands<3>("causal_attention_heads", {q_in, k_in, v_in}, {.autocast = true});
   KILN_CHECK(
       q.dim() == 4 && k.dim() == 4 && k.shape() == v.shape() && q.size(0) == k.size(0) &&
           q.size(3) == k.size(3) && k.size(1) > 0 && q.size(1) % k.size(1) == 0 &&

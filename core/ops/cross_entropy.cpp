@@ -29,13 +29,8 @@ std::int64_t count_targets(std::string_view op, const Tensor& targets, std::int6
 // logits are read in float32 (saved in bf16); the loss and dlogits are float32.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
   profile::Scope scope(profile::Family::other);
-  check_defined("cross_entropy", logits);
-  check_defined("cross_entropy", targets);
-  check_floating_or_bf16("cross_entropy", logits);
-  KILN_CHECK(targets.dtype() == DType::i64, "cross_entropy: targets must be int64, got {}",
-             targets.dtype());
-  KILN_CHECK(logits.device() == targets.device(), "cross_entropy: logits on {} and targets on {}",
-             logits.device(), targets.device());
+  check_operands("cross_entropy", std::array{logits});
+  check_ids_operand("cross_entropy", "targets", targets, logits.device());
   KILN_CHECK(logits.dim() >= 1, "cross_entropy: logits need a class dim, got a 0-dim tensor");
   const Shape leading(logits.shape().begin(), logits.shape().end() - 1);
   KILN_CHECK(targets.shape() == leading,

@@ -21,8 +21,7 @@ Tensor apply_mask(const Tensor& x, double p, std::uint64_t seed, std::uint64_t o
 // saving it: nothing of x's size stays alive for backward (attention's dropout does the same).
 // A bf16 x is multiplied in float32 and y rounded back to bf16.
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
-  check_defined("dropout", x);
-  check_floating_or_bf16("dropout", x);
+  check_operands("dropout", std::array{x});
   KILN_CHECK(p >= 0.0 && p < 1.0, "dropout: probability must be in [0, 1), got {}", p);
   if (!training || p == 0.0) return x;
   profile::Scope scope(profile::Family::other);

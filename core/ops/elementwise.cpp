@@ -16,8 +16,7 @@ namespace {
 // (the ops' table, docs/mixed-precision.md); autograd records the bf16 tensors.
 Tensor unary_kernel(std::string_view op, UnaryOp kind, const Tensor& x, double scalar = 0.0) {
   profile::Scope scope(profile::Family::other);
-  check_defined(op, x);
-  check_floating_or_bf16(op, x);
+  check_operands(op, std::array{x});
   const Tensor input = compute_copy(x);
   Tensor out = empty(x.shape(), {input.dtype(), x.device()});
   backend_of(x).unary(kind, arg_of(out), arg_of(input), scalar);
@@ -34,18 +33,15 @@ DType result_dtype(std::string_view op, const Tensor& a, const Tensor& b) {
                "{}: dtypes {} and {} differ (the one implicit promotion is bfloat16 with float32; "
                "convert one with .to(dtype))",
                op, a.dtype(), b.dtype());
-    check_same_device(op, a, b);
     return a.dtype();
   }
-  check_same_device(op, a, b);
   return DType::f32;
 }
 
 Tensor binary_kernel(std::string_view op, BinaryOp kind, const Tensor& a, const Tensor& b,
                      bool integers_allowed = false) {
   profile::Scope scope(profile::Family::other);
-  check_defined(op, a);
-  check_defined(op, b);
+  check_operands(op, std::array{a, b}, {.accepts = Accepts::any, .same_dtype = false});
   const DType dtype = result_dtype(op, a, b);
   if (!integers_allowed || dtype != DType::i64) check_floating_or_bf16(op, a);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);

@@ -88,12 +88,9 @@ Tensor select_along(const Tensor& x, int dim, const Tensor& index) {
 }  // namespace
 
 Tensor index_select(const Tensor& x, std::int64_t dim_in, const Tensor& ids) {
-  check_defined("index_select", x);
-  check_defined("index_select", ids);
-  KILN_CHECK(ids.dtype() == DType::i64, "index_select: ids must be int64, got {}", ids.dtype());
+  check_operands("index_select", std::array{x}, {.accepts = Accepts::any});
+  check_ids_operand("index_select", "ids", ids, x.device());
   KILN_CHECK(ids.dim() == 1, "index_select: ids must be 1-D, got shape {}", ids.shape());
-  KILN_CHECK(x.device() == ids.device(), "index_select: tensor on {} and ids on {}", x.device(),
-             ids.device());
   KILN_CHECK(x.dim() >= 1, "index_select: cannot index a 0-dim tensor");
   const int dim = normalize_dim(dim_in, x.dim(), "index_select");
   const Tensor index = ids.contiguous();
@@ -102,12 +99,9 @@ Tensor index_select(const Tensor& x, std::int64_t dim_in, const Tensor& ids) {
 }
 
 Tensor embedding(const Tensor& table, const Tensor& ids) {
-  check_defined("embedding", table);
-  check_defined("embedding", ids);
+  check_operands("embedding", std::array{table}, {.accepts = Accepts::any});
+  check_ids_operand("embedding", "ids", ids, table.device());
   KILN_CHECK(table.dim() == 2, "embedding: table must be 2-D (V, D), got shape {}", table.shape());
-  KILN_CHECK(ids.dtype() == DType::i64, "embedding: ids must be int64, got {}", ids.dtype());
-  KILN_CHECK(table.device() == ids.device(), "embedding: table on {} and ids on {}", table.device(),
-             ids.device());
   const Tensor flat = ids.contiguous().view({-1});
   check_ids("embedding", flat, table.size(0));
   Shape out_shape = ids.shape();

@@ -9,15 +9,13 @@ namespace kiln {
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim_in) {
   KILN_CHECK(!tensors.empty(), "cat: needs at least one tensor");
   const Tensor& first = tensors.front();
-  check_defined("cat", first);
+  check_operands("cat", tensors, {.accepts = Accepts::any});
   KILN_CHECK(first.dim() >= 1, "cat: cannot concatenate 0-dim tensors");
   const int dim = normalize_dim(dim_in, first.dim(), "cat");
   Shape shape = first.shape();
   shape[dim] = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    check_defined("cat", t);
-    check_same_dtype_device("cat", first, t);
     bool compatible = t.dim() == first.dim();
     for (std::int64_t d = 0; compatible && d < t.dim(); ++d)
       compatible = d == dim || t.shape()[d] == first.shape()[d];
@@ -47,7 +45,7 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim_in) {
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes,
                           std::int64_t dim_in) {
-  check_defined("split", x);
+  check_operands("split", std::array{x}, {.accepts = Accepts::any});
   const int dim = normalize_dim(dim_in, x.dim(), "split");
   std::int64_t total = 0;
   for (std::int64_t s : sizes) {
@@ -66,7 +64,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& size
 }
 
 std::vector<Tensor> split(const Tensor& x, std::int64_t size, std::int64_t dim_in) {
-  check_defined("split", x);
+  check_operands("split", std::array{x}, {.accepts = Accepts::any});
   KILN_CHECK(size > 0, "split: piece size must be positive, got {}", size);
   const int dim = normalize_dim(dim_in, x.dim(), "split");
   std::vector<std::int64_t> sizes;

@@ -12,12 +12,8 @@ namespace kiln {
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dgamma = sum dy * xhat,  dbeta = sum dy.
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
   profile::Scope scope(profile::Family::layer_norm);
-  check_defined("layer_norm", x);
-  check_defined("layer_norm", gamma);
-  check_defined("layer_norm", beta);
-  check_floating_or_bf16("layer_norm", x);
+  check_operands("layer_norm", std::array{x, gamma, beta}, {.same_dtype = false});
   check_same_dtype_device("layer_norm", gamma, beta);
-  check_same_device("layer_norm", x, gamma);
   KILN_CHECK(gamma.dtype() == compute_dtype(x.dtype()),
              "layer_norm: x is {}, so gamma and beta must be {}, got {}", x.dtype(),
              compute_dtype(x.dtype()), gamma.dtype());

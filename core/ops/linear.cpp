@@ -11,11 +11,7 @@ namespace kiln {
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias) {
   profile::Scope scope(profile::Family::gemm);
-  check_defined("linear", x_in);
-  check_defined("linear", weight_in);
-  const Tensor x = autocast_operand(x_in), weight = autocast_operand(weight_in);
-  check_floating_or_bf16("linear", x);
-  check_same_dtype_device("linear", x, weight);
+  const auto [x, weight] = checked_operands<2>("linear", {x_in, weight_in}, {.autocast = true});
   const DType out_dtype = compute_dtype(x.dtype());
   KILN_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
              "linear: x {} and weight {} must be (N, in) and (out, in)", x.shape(), weight.shape());

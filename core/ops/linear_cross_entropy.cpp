@@ -38,22 +38,17 @@ constexpr std::int64_t kRoundedBlockFloats = std::int64_t{1} << 23;
 Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const Tensor& targets,
                             std::int64_t ignore_index) {
   profile::Scope scope(profile::Family::vocabulary);
-  check_defined("linear_cross_entropy", x_in);
-  check_defined("linear_cross_entropy", weight_in);
-  check_defined("linear_cross_entropy", targets);
-  const Tensor x = autocast_operand(x_in), weight = autocast_operand(weight_in);
-  check_floating_or_bf16("linear_cross_entropy", x);
-  check_same_dtype_device("linear_cross_entropy", x, weight);
+  const auto [x, weight] =
+      checked_operands<2>("linear_cross_entropy", {x_in, weight_in}, {.autocast = true});
+  check_ids_operand("linear_cross_entropy", "targets", targets, x.device());
   // The logits, the loss and every gradient are in `dtype`: float32 for bf16 operands.
   const DType dtype = compute_dtype(x.dtype());
   KILN_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
              "linear_cross_entropy: x {} and weight {} must be (N, d) and (V, d)", x.shape(),
              weight.shape());
-  KILN_CHECK(targets.dtype() == DType::i64 && targets.shape() == Shape{x.size(0)},
-             "linear_cross_entropy: targets must be int64 of shape [{}], got {} {}", x.size(0),
-             targets.dtype(), targets.shape());
-  KILN_CHECK(targets.device() == x.device(), "linear_cross_entropy: x on {} and targets on {}",
-             x.device(), targets.device());
+  KILN_CHECK(targets.shape() == Shape{x.size(0)},
+             "linear_cross_entropy: targets must have shape [{}], got {}", x.size(0),
+             targets.shape());
   const std::int64_t rows = x.size(0), classes = weight.size(0);
   const Tensor ids = targets.contiguous();
   const std::int64_t counted = count_targets("linear_cross_entropy", ids, classes, ignore_index);

@@ -130,11 +130,7 @@ Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
-  check_defined("matmul", a_in);
-  check_defined("matmul", b_in);
-  const Tensor a = autocast_operand(a_in), b = autocast_operand(b_in);
-  check_same_dtype_device("matmul", a, b);
-  check_floating_or_bf16("matmul", a);
+  const auto [a, b] = checked_operands<2>("matmul", {a_in, b_in}, {.autocast = true});
   KILN_CHECK(a.dim() >= 1 && b.dim() >= 1,
              "matmul: both operands need at least one dim, got shapes {} and {}", a.shape(),
              b.shape());

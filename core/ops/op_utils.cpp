@@ -5,6 +5,29 @@
 
 namespace kiln {
 
+void check_operands(std::string_view op, std::span<const Tensor> operands, OperandRules rules) {
+  for (const Tensor& t : operands) check_defined(op, t);
+  if (operands.empty()) return;
+  const Tensor& first = operands.front();
+  if (rules.accepts == Accepts::floating) check_floating(op, first);
+  if (rules.accepts == Accepts::floating_or_bf16) check_floating_or_bf16(op, first);
+  for (const Tensor& t : operands.subspan(1)) {
+    if (rules.same_dtype) {
+      check_same_dtype_device(op, first, t);
+    } else {
+      check_same_device(op, first, t);
+    }
+  }
+}
+
+void check_ids_operand(std::string_view op, std::string_view name, const Tensor& ids,
+                       Device device) {
+  check_defined(op, ids);
+  KILN_CHECK(ids.dtype() == DType::i64, "{}: {} must be int64, got {}", op, name, ids.dtype());
+  KILN_CHECK(ids.device() == device, "{}: {} on {}, but the values on {}", op, name, ids.device(),
+             device);
+}
+
 void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.dtype() == b.dtype(),
              "{}: dtypes {} and {} differ (no implicit promotion; convert one with .to(dtype))", op,

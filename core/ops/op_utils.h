@@ -1,9 +1,12 @@
 // Helpers shared by the op implementations (not part of the public API).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
+#include "core/autocast.h"
 #include "core/backend.h"
 #include "core/storage.h"
 #include "core/tensor.h"
@@ -23,6 +26,46 @@ inline TensorArg broadcast_arg(const Tensor& t, const Shape& target) {
 }
 
 inline Backend& backend_of(const Tensor& t) { return t.storage()->backend(); }
+
+// Errors unless t is defined (ops check their operands with check_operands).
+void check_defined(std::string_view op, const Tensor& t);
+
+// What an op accepts as the dtype of its operands (OperandRules).
+enum class Accepts : std::uint8_t {
+  floating,          // float32 or float64: what the kernels compute in
+  floating_or_bf16,  // also bfloat16, read in float32 (docs/mixed-precision.md)
+  any,               // any dtype, int64 included
+};
+
+struct OperandRules {
+  Accepts accepts = Accepts::floating_or_bf16;
+  bool same_dtype = true;  // every operand has the first one's dtype
+  bool autocast = false;   // checked_operands: autocast_operand (core/autocast.h) first
+};
+
+// The checks an op opens with, in one place: every operand defined, the first one's dtype one
+// that rules.accepts allows, with rules.same_dtype every other operand of that dtype, all on one
+// device. Errors name op.
+//
+//   check_operands("softmax", std::array{x});
+void check_operands(std::string_view op, std::span<const Tensor> operands, OperandRules rules = {});
+// The same for an op that computes on its operands as autocast gives them (rules.autocast):
+// returns what the op computes on.
+//
+//   const auto [a, b] = checked_operands<2>("matmul", {a_in, b_in}, {.autocast = true});
+template <std::size_t N>
+std::array<Tensor, N> checked_operands(std::string_view op, std::array<Tensor, N> operands,
+                                       OperandRules rules = {}) {
+  for (Tensor& t : operands) {
+    check_defined(op, t);
+    if (rules.autocast) t = autocast_operand(t);
+  }
+  check_operands(op, operands, rules);
+  return operands;
+}
+// Errors unless `ids` (the op's operand called `name`) is defined, int64 and on `device`.
+void check_ids_operand(std::string_view op, std::string_view name, const Tensor& ids,
+                       Device device);
 
 // Errors unless a and b have the same dtype and device.
 void check_same_dtype_device(std::string_view op, const Tensor& a, const Tensor& b);
@@ -55,8 +98,6 @@ Tensor dropout_mask(const Shape& shape, TensorOptions options, double p, std::ui
 // faster with AVX2, docs/performance.md), and bench_ops times its GEMMs on the same layout.
 Tensor padded_rows(std::int64_t rows, std::int64_t cols, const TensorOptions& options);
 
-// Errors unless t is defined.
-void check_defined(std::string_view op, const Tensor& t);
 // Errors unless t may be written in place: not a tensor that autograd tracks (outside
 // NoGradGuard), and not an expanded view, whose elements overlap.
 void check_writable(std::string_view op, const Tensor& t);

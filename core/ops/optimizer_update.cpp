@@ -23,8 +23,7 @@ void check_update_operand(std::string_view op, std::string_view name, const Tens
 }
 
 void check_param(std::string_view op, const Tensor& param) {
-  check_defined(op, param);
-  check_floating(op, param);
+  check_operands(op, std::array{param}, {.accepts = Accepts::floating});
   KILN_CHECK(param.is_contiguous(), "{}: param (shape {}, strides {}) is not contiguous", op,
              param.shape(), param.strides());
   check_writable(op, param);
@@ -70,13 +69,9 @@ void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum
 Tensor sums_of_squares(std::span<const Tensor> tensors) {
   constexpr std::string_view op = "sums_of_squares";
   KILN_CHECK(!tensors.empty(), "{}: got no tensors", op);
+  check_operands(op, tensors, {.accepts = Accepts::floating});
   std::vector<Tensor> dense;  // contiguous, in order
-  for (const Tensor& t : tensors) {
-    check_defined(op, t);
-    check_floating(op, t);
-    if (!dense.empty()) check_same_dtype_device(op, dense[0], t);
-    dense.push_back(t.contiguous());
-  }
+  for (const Tensor& t : tensors) dense.push_back(t.contiguous());
   const DType dtype = dense[0].dtype();
   const Tensor out = empty({static_cast<std::int64_t>(dense.size())},
                            {.dtype = dtype, .device = dense[0].device()});

@@ -62,8 +62,7 @@ Tensor sum_run(const Tensor& x, int first, int last) {
 
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
   profile::Scope scope(profile::Family::other);
-  check_defined("sum", x);
-  check_floating_or_bf16("sum", x);
+  check_operands("sum", std::array{x});
   const std::vector<int> ds = reduced_dims(x, dims, "sum");
   // Reduce each run of adjacent dims in one pass, the innermost run first.
   Tensor out = compute_copy(x.detach()).contiguous();
@@ -82,8 +81,7 @@ Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim)
 }
 
 Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
-  check_defined("mean", x);
-  check_floating_or_bf16("mean", x);
+  check_operands("mean", std::array{x});
   const std::vector<int> ds = reduced_dims(x, dims, "mean");
   std::int64_t count = 1;
   for (int d : ds) count *= x.shape()[d];
@@ -92,8 +90,7 @@ Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim
 }
 
 MaxResult max(const Tensor& x, std::int64_t dim, bool keepdim) {
-  check_defined("max", x);
-  check_floating_or_bf16("max", x);
+  check_operands("max", std::array{x});
   KILN_CHECK(x.dim() > 0, "max: expected a tensor with at least one dim, got a scalar");
   const int d = normalize_dim(dim, x.dim(), "max");
   KILN_CHECK(x.shape()[d] > 0, "max: cannot take the max over an empty dim (shape {})", x.shape());

@@ -19,12 +19,8 @@ Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, const 
 }  // namespace
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_defined("where", cond);
-  check_defined("where", a);
-  check_defined("where", b);
-  check_same_dtype_device("where", a, b);
-  KILN_CHECK(cond.device() == a.device(), "where: condition on {} and values on {}", cond.device(),
-             a.device());
+  check_operands("where", std::array{a, b}, {.accepts = Accepts::any});
+  check_operands("where", std::array{a, cond}, {.accepts = Accepts::any, .same_dtype = false});
   const Shape shape =
       broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = where_kernel(cond, a, b, shape);
@@ -39,10 +35,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  check_defined("masked_fill", x);
-  check_defined("masked_fill", mask);
-  KILN_CHECK(mask.device() == x.device(), "masked_fill: mask on {} and tensor on {}", mask.device(),
-             x.device());
+  check_operands("masked_fill", std::array{x, mask},
+                 {.accepts = Accepts::any, .same_dtype = false});
   KILN_CHECK(broadcast_shapes(mask.shape(), x.shape(), "masked_fill") == x.shape(),
              "masked_fill: mask of shape {} does not broadcast to the tensor's shape {}",
              mask.shape(), x.shape());

@@ -16,8 +16,7 @@ namespace {
 Tensor softmax_rows(std::string_view op, const Tensor& x, std::int64_t dim_in, bool log,
                     bool causal, std::int64_t query_offset) {
   profile::Scope scope(profile::Family::other);
-  check_defined(op, x);
-  check_floating_or_bf16(op, x);
+  check_operands(op, std::array{x});
   KILN_CHECK(x.dim() >= 1, "{}: expected at least one dim, got a 0-dim tensor", op);
   const int dim = normalize_dim(dim_in, x.dim(), op);
   const int last = static_cast<int>(x.dim()) - 1;
@@ -58,7 +57,7 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim) {
 }
 
 Tensor causal_softmax(const Tensor& scores, std::int64_t query_offset) {
-  check_defined("causal_softmax", scores);
+  check_operands("causal_softmax", std::array{scores});
   KILN_CHECK(scores.dim() >= 2,
              "causal_softmax: expected scores of at least 2 dims (.., T_q, T_k), got shape {}",
              scores.shape());
