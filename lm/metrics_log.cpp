@@ -20,9 +20,12 @@ MetricsLog::~MetricsLog() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-void MetricsLog::on_step(const Trainer&, const StepRecord& step, const IntervalSummary& interval,
-                         bool due) {
-  if (!due || !std::isfinite(interval.loss)) return;
+void MetricsLog::on_step(const Trainer&, const StepRecord& step) {
+  interval_.add(step);
+  if (!step.log_due) return;
+  const IntervalSummary interval = interval_.summary();
+  interval_.reset();
+  if (!std::isfinite(interval.loss)) return;
   const nlohmann::ordered_json row = {{"step", step.step},
                                       {"split", "train"},
                                       {"loss", interval.loss},

@@ -7,7 +7,9 @@
 //   {"step": 500, "split": "valid", "loss": 5.32, "ppl": 204.4}    every validation
 //   {"step": 500, "split": "test", "loss": 5.27, "ppl": 194.4}     the final weights' test loss
 //
-// loss is in nats per target token and ppl = exp(loss).
+// loss is in nats per target token and ppl = exp(loss); a train row's loss and tokens_per_s are
+// over the log_every steps it ends (the finite ones: a row whose steps were all skipped is left
+// out).
 //
 //   lm::MetricsLog metrics("runs/lm.metrics.jsonl", /*append=*/resumed);
 //   trainer.add_observer(metrics);
@@ -30,8 +32,7 @@ class MetricsLog : public TrainObserver {
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
 
-  void on_step(const Trainer&, const StepRecord& step, const IntervalSummary& interval,
-               bool due) override;
+  void on_step(const Trainer&, const StepRecord& step) override;
   void on_validation(const Trainer&, const ValidationRecord& validation) override;
   void on_final(const Trainer&, const FinalResult& result) override;
 
@@ -42,6 +43,7 @@ class MetricsLog : public TrainObserver {
 
   std::string path_;
   std::FILE* file_ = nullptr;
+  IntervalMeter interval_;  // the steps since the last train row
 };
 
 }  // namespace kiln::lm

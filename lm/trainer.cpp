@@ -258,49 +258,47 @@ std::uint64_t Trainer::dropout_draws(std::int64_t k) {
   return draws;
 }
 
-StepRecord Trainer::step() {
-  const auto start = Clock::now();
-  const double lr = schedule().lr(state_.step, state_.decay_steps);
-  optimizer_.set_lr(lr);
-  optimizer_.zero_grad();
-  // The step's n windows; this rank runs [first, last) of them.
-  const std::int64_t n = std::min(options_.grad_accum * world_, windows() - state_.position.index);
-  const std::int64_t first = std::min(n, rank_ * options_.grad_accum);
-  const std::int64_t last = std::min(n, first + options_.grad_accum);
-  const auto window = [&](std::int64_t i) {
-    return batches_.window(order_[state_.position.index + i], options_.device);
-  };
-  // With several ranks, where each window's dropout draws start in one process's order.
+Trainer::StepWindows Trainer::step_windows() const {
+  const std::int64_t count =
+      std::min(options_.grad_accum * world_, windows() - state_.position.index);
+  const std::int64_t first = std::min(count, rank_ * options_.grad_accum);
+  return {.count = count, .first = first, .last = std::min(count, first + options_.grad_accum)};
+}
+
+std::vector<std::uint64_t> Trainer::dropout_starts(const StepWindows& windows) {
+  if (world_ == 1) return {};
+  std::vector<std::uint64_t> starts(windows.count + 1, model_.dropout_generator().offset());
+  for (std::int64_t i = 0; i < windows.count; ++i)
+    starts[i + 1] = starts[i] + dropout_draws(order_[state_.position.index + i]);
+  return starts;
+}
+
+double Trainer::forward_backward(std::int64_t i, const StepWindows& windows,
+                                 const std::vector<std::uint64_t>& dropout_starts) {
   Generator& gen = model_.dropout_generator();
-  std::vector<std::uint64_t> draws_start(n + 1, gen.offset());
-  if (world_ > 1)
-    for (std::int64_t i = 0; i < n; ++i)
-      draws_start[i + 1] = draws_start[i] + dropout_draws(order_[state_.position.index + i]);
-  std::vector<double> losses(n, 0.0);  // each rank fills its own windows'
-  std::int64_t tokens = 0;
-  for (std::int64_t i = first; i < last; ++i) {
-    if (world_ > 1) gen.set_state(gen.seed(), draws_start[i]);
-    const Batch batch = window(i);
-    Tensor loss;
-    {
-      const Autocast mixed(options_.precision);
-      loss = model_.loss(batch.inputs, batch.targets);
-    }
-    (n == 1 ? loss : loss * (1.0 / static_cast<double>(n))).backward();
-    losses[i] = loss.item<double>();
+  if (!dropout_starts.empty()) gen.set_state(gen.seed(), dropout_starts[i]);
+  const Batch batch = batches_.window(order_[state_.position.index + i], options_.device);
+  Tensor loss;
+  {
+    const Autocast mixed(options_.precision);
+    loss = model_.loss(batch.inputs, batch.targets);
   }
-  for (std::int64_t i = 0; i < n; ++i)
-    tokens += batches_.batch_size() * batches_.window_length(order_[state_.position.index + i]);
+  (windows.count == 1 ? loss : loss * (1.0 / static_cast<double>(windows.count))).backward();
+  return loss.item<double>();
+}
+
+double Trainer::reduce_over_ranks(std::vector<double>& losses, const StepWindows& windows) {
   if (world_ > 1) {
-    gen.set_state(gen.seed(), draws_start[n]);
     // Every window's loss has one non-zero contributor: the sum is that loss exactly.
     options_.communicator->allreduce(std::span<double>(losses));
-    sync_->allreduce(last > first);
+    sync_->allreduce(windows.last > windows.first);
   }
-  double loss_sum = 0.0;
-  for (const double window_loss : losses) loss_sum += window_loss;
-  const double loss = loss_sum / static_cast<double>(n);
-  const double norm = grad_norm(optimizer_.parameters());
+  double sum = 0.0;
+  for (const double window_loss : losses) sum += window_loss;
+  return sum / static_cast<double>(windows.count);
+}
+
+bool Trainer::update(double loss, double norm) {
   const bool finite = std::isfinite(loss) && std::isfinite(norm);
   KILN_CHECK(finite || options_.skip_nonfinite,
              "step {}: the loss is {} and the gradient norm {}; stopping without saving (the "
@@ -314,50 +312,70 @@ StepRecord Trainer::step() {
     message(
         fmt::format("step {}: skipped (loss {}, gradient norm {})", state_.step + 1, loss, norm));
   }
-  ++state_.step;
-  const std::int64_t epoch = state_.position.epoch;
-  state_.position.index += n;
-  if (state_.position.index == windows()) {
-    state_.position = {epoch + 1, 0};
+  return finite;
+}
+
+std::int64_t Trainer::advance(const StepWindows& windows) {
+  std::int64_t tokens = 0;
+  for (std::int64_t i = 0; i < windows.count; ++i)
+    tokens += batches_.batch_size() * batches_.window_length(order_[state_.position.index + i]);
+  state_.position.index += windows.count;
+  if (state_.position.index == this->windows()) {
+    state_.position = {state_.position.epoch + 1, 0};
     order_ = batches_.epoch_order(state_.shuffle_seed, state_.position.epoch, options_.shuffle);
   }
+  return tokens;
+}
+
+// One update, as llm.c's loop: the learning rate, forward and backward over this rank's windows,
+// the sums over the ranks, the clipped update, the data position; then the record the observers
+// see.
+StepRecord Trainer::step() {
+  const auto start = Clock::now();
+  const double lr = schedule().lr(state_.step, state_.decay_steps);
+  optimizer_.set_lr(lr);
+  optimizer_.zero_grad();
+  const StepWindows windows = step_windows();
+  const std::vector<std::uint64_t> draws = dropout_starts(windows);
+  std::vector<double> losses(windows.count, 0.0);  // each rank fills its own windows'
+  for (std::int64_t i = windows.first; i < windows.last; ++i)
+    losses[i] = forward_backward(i, windows, draws);
+  if (!draws.empty())
+    model_.dropout_generator().set_state(model_.dropout_generator().seed(), draws.back());
+  const double loss = reduce_over_ranks(losses, windows);
+  const double norm = grad_norm(optimizer_.parameters());
+  const bool finite = update(loss, norm);
+  const std::int64_t epoch = state_.position.epoch;
+  const std::int64_t tokens = advance(windows);
+  ++state_.step;
   const double seconds = seconds_since(start);
   train_seconds_ += seconds;
   run_tokens_ += tokens;
-
   const StepRecord record{.step = state_.step,
                           .epoch = epoch + 1,
                           .epoch_done = state_.position.index == 0
                                             ? 1.0
                                             : static_cast<double>(state_.position.index) /
-                                                  static_cast<double>(windows()),
+                                                  static_cast<double>(this->windows()),
                           .loss = finite ? loss : std::numeric_limits<double>::quiet_NaN(),
                           .lr = lr,
                           .grad_norm = norm,
                           .tokens = tokens,
                           .seconds = seconds,
                           .clock = train_seconds_,
-                          .elapsed = elapsed()};
-  ++interval_steps_;
-  if (finite) {
-    interval_loss_sum_ += loss;
-    ++interval_finite_;
-  }
-  interval_tokens_ += tokens;
-  interval_seconds_ += seconds;
-  const IntervalSummary interval{
-      interval_finite_ > 0 ? interval_loss_sum_ / static_cast<double>(interval_finite_)
-                           : std::numeric_limits<double>::quiet_NaN(),
-      interval_seconds_ > 0 ? static_cast<double>(interval_tokens_) / interval_seconds_ : 0.0,
-      interval_steps_ - interval_finite_, interval_steps_};
-  const bool due = state_.step % options_.log_every == 0;
-  if (due) {
-    if (std::isfinite(interval.loss)) state_.curve.train.push_back({state_.step, interval.loss});
-    interval_loss_sum_ = interval_seconds_ = 0.0;
-    interval_finite_ = interval_steps_ = interval_tokens_ = 0;
-  }
-  notify([&](TrainObserver& o) { o.on_step(*this, record, interval, due); });
+                          .elapsed = elapsed(),
+                          .log_due = state_.step % options_.log_every == 0};
+  record_curve(record);
+  notify([&](TrainObserver& o) { o.on_step(*this, record); });
   return record;
+}
+
+void Trainer::record_curve(const StepRecord& record) {
+  curve_interval_.add(record);
+  if (!record.log_due) return;
+  const IntervalSummary interval = curve_interval_.summary();
+  if (std::isfinite(interval.loss)) state_.curve.train.push_back({record.step, interval.loss});
+  curve_interval_.reset();
 }
 
 // Several ranks split each evaluation and never cut one short: they agree on stopping at steps.

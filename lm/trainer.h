@@ -35,6 +35,7 @@
 #include "distributed/gradient_sync.h"
 #include "lm/checkpoint.h"
 #include "lm/evaluate.h"
+#include "lm/interval.h"
 #include "lm/train_state.h"
 #include "nn/language_model.h"
 #include "optim/optimizer.h"
@@ -103,14 +104,7 @@ struct StepRecord {
   double seconds;       // the step's compute time
   double clock;         // this run's budgeted seconds so far (training steps only)
   double elapsed;       // budgeted seconds over every run so far
-};
-
-// The steps since the last log_every boundary.
-struct IntervalSummary {
-  double loss;           // mean over the interval's finite steps (NaN if none)
-  double tokens_per_s;   // over the interval's compute time
-  std::int64_t skipped;  // the interval's steps with a non-finite loss
-  std::int64_t steps;    // the interval's steps
+  bool log_due;         // the step ends a log_every interval (lm/interval.h sums intervals)
 };
 
 struct ValidationRecord {
@@ -137,9 +131,8 @@ class Trainer;
 class TrainObserver {
  public:
   virtual ~TrainObserver() = default;
-  // After every step, with the interval of steps since the last log_every boundary and whether
-  // this step ends one (due).
-  virtual void on_step(const Trainer&, const StepRecord&, const IntervalSummary&, bool) {}
+  // After every step (an observer that shows intervals keeps an lm::IntervalMeter).
+  virtual void on_step(const Trainer&, const StepRecord&) {}
   virtual void on_validation(const Trainer&, const ValidationRecord&) {}
   // A training checkpoint was written; the bool says it is finish()'s.
   virtual void on_save(const Trainer&, bool) {}
@@ -204,6 +197,30 @@ class Trainer {
   bool stop_agreed() const;
   // The dropout counters a forward pass over window k (of the epoch) reserves (several ranks).
   std::uint64_t dropout_draws(std::int64_t k);
+  // The next step's windows: `count` of the epoch's order from the data position, of which this
+  // rank runs [first, last).
+  struct StepWindows {
+    std::int64_t count = 0, first = 0, last = 0;
+  };
+  StepWindows step_windows() const;
+  // Where window i's dropout draws start, for i in [0, count]: as one process running the step's
+  // windows in order draws them (several ranks; empty with one).
+  std::vector<std::uint64_t> dropout_starts(const StepWindows& windows);
+  // Window i of the step forward and backward, its gradient scaled by 1 / count; returns its loss.
+  double forward_backward(std::int64_t i, const StepWindows& windows,
+                          const std::vector<std::uint64_t>& dropout_starts);
+  // The step's mean loss; with several ranks, after summing the windows' losses and the
+  // gradients over the ranks.
+  double reduce_over_ranks(std::vector<double>& losses, const StepWindows& windows);
+  // The update for the step's loss and gradient norm: applied when both are finite; else skipped
+  // with skip_nonfinite, an error without. Whether it was applied.
+  bool update(double loss, double norm);
+  // Moves the data position past the step's windows (into the next epoch's order at the end of
+  // one); returns the target tokens they held.
+  std::int64_t advance(const StepWindows& windows);
+  // Adds the step to the interval of the train loss curve (state_.curve.train, a point every
+  // log_every steps).
+  void record_curve(const StepRecord& record);
 
   nn::LanguageModel& model_;
   Optimizer& optimizer_;
@@ -230,9 +247,7 @@ class Trainer {
   // checkpoints counts validation too.
   double train_seconds_ = 0.0, valid_seconds_ = 0.0, elapsed_before_ = 0.0;
   std::int64_t run_tokens_ = 0, skipped_ = 0, first_step_ = 0, last_eval_step_ = -1;
-  // The current log interval.
-  double interval_loss_sum_ = 0.0, interval_seconds_ = 0.0;
-  std::int64_t interval_finite_ = 0, interval_steps_ = 0, interval_tokens_ = 0;
+  IntervalMeter curve_interval_;  // the steps since the last point of state_.curve.train
 };
 
 }  // namespace kiln::lm

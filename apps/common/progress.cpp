@@ -28,9 +28,12 @@ std::string skipped_text(std::int64_t skipped, std::int64_t steps) {
 ProgressLog::ProgressLog(bool terminal, std::int64_t total_steps, double time_budget)
     : terminal_(terminal), total_steps_(total_steps), time_budget_(time_budget) {}
 
-void ProgressLog::on_step(const lm::Trainer&, const lm::StepRecord& r,
-                          const lm::IntervalSummary& summary, bool due) {
+void ProgressLog::on_step(const lm::Trainer&, const lm::StepRecord& r) {
   ++run_steps_;
+  interval_.add(r);
+  const bool due = r.log_due;
+  const lm::IntervalSummary summary = interval_.summary();
+  if (due) interval_.reset();
   if (terminal_) {
     const auto now = std::chrono::steady_clock::now();
     if (due || now - last_draw_ > std::chrono::milliseconds(100)) {

@@ -22,8 +22,7 @@ class ProgressLog : public lm::TrainObserver {
   // total_steps: the step at which training will stop, 0 if unknown; time_budget: 0 if none.
   ProgressLog(bool terminal, std::int64_t total_steps, double time_budget);
 
-  void on_step(const lm::Trainer&, const lm::StepRecord& step, const lm::IntervalSummary& interval,
-               bool due) override;
+  void on_step(const lm::Trainer&, const lm::StepRecord& step) override;
   void on_validation(const lm::Trainer&, const lm::ValidationRecord& validation) override;
   void on_save(const lm::Trainer& trainer, bool final) override;
   void on_message(const lm::Trainer&, const std::string& text) override { message(text); }
@@ -40,6 +39,7 @@ class ProgressLog : public lm::TrainObserver {
   std::int64_t total_steps_;
   double time_budget_;
   std::int64_t run_steps_ = 0;  // this run's steps, for the ETA
+  lm::IntervalMeter interval_;  // the steps since the last log_every boundary
   bool live_line_ = false;
   std::chrono::steady_clock::time_point last_draw_{};
 };
