@@ -3,9 +3,9 @@
 //   build/apps/eval_ppl --checkpoint runs/lm.best.safetensors --split test
 //   build/apps/eval_ppl --checkpoint runs/lm.best.safetensors --split valid --stride 16
 //
-// The headline protocol (DESIGN.md's interface contract, as ../shared/bench/torch_ref.py's
-// lm::evaluate): non-overlapping windows of the training T (saved in the checkpoint), batch 10,
-// every target token counted. It prints the loss in nats, the tokens scored and the speed, then
+// The headline protocol (bench/torch_ref.py's evaluate, here through lm::evaluate):
+// non-overlapping windows of the training T (saved in the checkpoint), batch 10, every target
+// token counted. It prints the loss in nats, the tokens scored and the speed, then
 //
 //   <split> ppl <x>
 //

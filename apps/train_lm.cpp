@@ -7,14 +7,14 @@
 //   build/apps/eval_ppl --checkpoint runs/lm.best.safetensors --split test
 //
 // It prints its environment, the model and the data, a log line every --log-every steps (a live
-// line on a terminal), a line per validation, and ends with (DESIGN.md's interface contract)
+// line on a terminal), a line per validation, and ends with (the lines scripts and tests read)
 //
 //   valid ppl <x>         both from the best-by-validation weights, by lm::evaluate
 //   test ppl <x>          (eval_ppl on PATH.best prints the same numbers)
 //   RESULT train_tokens_per_sec <x> steps <n> seconds <s>
 //
 // where steps is the global step reached and seconds this run's budgeted time: its training
-// steps, without validation (as ../shared/bench/torch_ref.py counts its --time-budget, so the
+// steps, without validation (as bench/torch_ref.py counts its --time-budget, so the
 // two programs' budgets buy the same training). SIGINT or SIGTERM save the state at the next step
 // boundary and exit 0. The training itself is lm::Trainer's; this file is the program around it.
 #include <unistd.h>
@@ -49,7 +49,7 @@ int train(int argc, char** argv) {
   install_stop_handlers();
   CLI::App app{
       "train_lm: trains a word-level transformer language model; the defaults are "
-      "../shared/bench/torch_ref.py's recipe, trained for 15 minutes"};
+      "bench/torch_ref.py's recipe, trained for 15 minutes"};
   TrainOptions o;
   add_train_flags(app, o);
   CLI11_PARSE(app, argc, argv);

@@ -40,7 +40,7 @@ BenchConfig config_named(const std::string& name) {
   BenchConfig c;
   c.model.vocab = 33278;
   c.model.dropout = 0.1;
-  if (name == "default") {  // ../shared/bench/torch_ref.py's defaults
+  if (name == "default") {  // bench/torch_ref.py's defaults
     c.model.d_model = 256, c.model.heads = 4, c.model.layers = 2, c.model.ff = 1024;
     c.batch = 32, c.seq_len = 64;
   } else if (name == "large-cpu") {

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # kiln against PyTorch on the same machine, side by side: for each config, ROUNDS rounds that run
-# train_lm and ../shared/bench/torch_ref.py back to back under both PyTorch setups a user would
-# pick -- Debian's (run_torch_ref.sh: OpenBLAS, tcmalloc) and the current PyPI wheel
-# (run_torch_pypi.sh: `pip install torch` in a virtual environment made once) -- with the same
-# threads, the same WikiText-2 windows, the same recipe and no evaluation. Prints each run's
-# tokens/s (both over the steps after the first 5), final training loss and peak resident
-# memory, then per config the median ratio of kiln to the faster PyTorch of each round, and fails
-# when kiln's loss differs from a PyTorch loss by more than 0.25 nats (they train the same model
-# on the same data from different initial weights).
+# train_lm and bench/torch_ref.py (the same model and recipe in PyTorch) back to back under both
+# PyTorch setups a user would pick -- Debian's (bench/run_torch_ref.sh: OpenBLAS, tcmalloc) and
+# the current PyPI wheel (bench/run_torch_pypi.sh: `pip install torch` in a virtual environment
+# made once) -- with the same threads, the same WikiText-2 windows ($KILN_DATA, else
+# datasets/wikitext-2), the same recipe and no evaluation. Prints each run's tokens/s (both over
+# the steps after the first 5), final training loss and peak resident memory, then per config the
+# median ratio of kiln to the faster PyTorch of each round, and fails when kiln's loss differs
+# from a PyTorch loss by more than 0.25 nats (they train the same model on the same data from
+# different initial weights).
 #
 #   bench/compare_torch.sh [--rounds N] [--threads N] [--configs "default large-cpu"]
 #                          [--torch "ref pypi"]
@@ -29,10 +30,10 @@ while [ $# -gt 0 ]; do
     *) echo "compare_torch: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-data=${KILN_DATA:-../shared/data/wikitext-2}
+data=${KILN_DATA:-datasets/wikitext-2}
 train_lm=${KILN_BUILD_DIR:-build}/apps/train_lm
 [ -x "$train_lm" ] || { echo "compare_torch: build first (scripts/setup.sh)" >&2; exit 1; }
-torch_runner() { echo "../shared/bench/run_torch_$1.sh"; }
+torch_runner() { echo "bench/run_torch_$1.sh"; }
 for torch in $torches; do
   [ -x "$(torch_runner "$torch")" ] || { echo "compare_torch: $(torch_runner "$torch") not found" >&2; exit 1; }
 done

@@ -10,7 +10,7 @@ and prints one line per T in bench_ops's format:
 Each T runs in a fresh process, so the peak RSS growth (ru_maxrss after the runs minus the
 resident size before them, inputs included) is that T's own. PyTorch 2.x is needed
 (torch.nn.functional.scaled_dot_product_attention; Debian's 1.13 lacks it): run it with the
-virtual environment of ../shared/bench/run_torch_pypi.sh, e.g.
+virtual environment of bench/run_torch_pypi.sh, e.g.
 
   ~/.cache/kiln-torch-venv/bin/python bench/sdpa_torch.py --threads 2
 """

@@ -1,5 +1,5 @@
 // LanguageModelBatches: a token stream cut into (inputs, targets) windows for next-token
-// prediction, exactly as ../shared/bench/torch_ref.py's batchify and get_batch do.
+// prediction, exactly as bench/torch_ref.py's batchify and get_batch do.
 //
 // Shape letters: N tokens in the stream, B columns (batch size), R = N / B rows (the remainder
 // N mod B is dropped), T the window length.

@@ -1,7 +1,7 @@
 // Corpus: a word-level language-modelling corpus (WikiText-2) as three streams of token ids.
 //
 // A corpus folder holds train.txt, valid.txt and test.txt: UTF-8 text, already tokenized, words
-// separated by spaces. Reading follows ../shared/bench/torch_ref.py (pytorch/examples'
+// separated by spaces. Reading follows bench/torch_ref.py (pytorch/examples'
 // word_language_model) exactly:
 //   - a file is a sequence of lines; "\n", "\r\n" and "\r" end a line (Python's universal
 //     newlines), and a last line without a newline still counts;

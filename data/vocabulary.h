@@ -1,6 +1,6 @@
 // Vocabulary: the words of a corpus and their ids, in order of first appearance (id 0 is the
 // first word seen). This is the order of pytorch/examples' Dictionary, which
-// ../shared/bench/torch_ref.py copies, so kiln and the reference give every word the same id.
+// bench/torch_ref.py copies, so kiln and the reference give every word the same id.
 //
 // Two words are special. "<eos>" ends every line of a corpus. "<unk>" stands for a rare word:
 // WikiText-2 already contains it as a literal token. Neither is added in advance: each gets its

@@ -1,7 +1,7 @@
 // Perplexity of a language model on a token stream: the one function behind train_lm's validation
 // and final lines and eval_ppl, so that their numbers agree bit for bit.
 //
-// The headline protocol (stride = T, the default) is ../shared/bench/torch_ref.py's evaluate: the
+// The headline protocol (stride = T, the default) is bench/torch_ref.py's evaluate: the
 // stream in B columns (data/batches.h's layout: column b holds tokens [b·R, (b+1)·R)),
 // non-overlapping windows of T rows, every target token counted, the loss summed over all targets
 // and divided by their number. A stride S < T slides the window by S rows instead: each window

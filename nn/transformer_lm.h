@@ -3,7 +3,7 @@
 //   X_l = Block_l(X_{l-1}),  l = 1..N       (pre-LN adds a final LayerNorm)
 //   logits = X_N E^T                          E is the embedding matrix itself: no second
 //                                             vocabulary-sized matrix exists
-// With the default config it computes exactly the function of ../shared/bench/torch_ref.py.
+// With the default config it computes exactly the function of bench/torch_ref.py.
 //
 //   TransformerConfig config;  config.vocab = 33278;
 //   TransformerLM model(config);

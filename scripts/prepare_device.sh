@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Prepares a GPU run, on this machine: the GPU machine has neither a network nor the Debian -dev
-# packages kiln builds against, and ../shared does not travel there. Downloads those packages
-# (apt-get download, no install) and unpacks them into .device/ (ignored by git), and copies
-# WikiText-2 and the PyTorch reference trainer from ../shared beside them. Carry .device to the
-# GPU machine and run scripts/gpu_check.sh there, in two calls of at most ten minutes each:
+# packages kiln builds against, and a data set outside the working tree does not travel there.
+# Downloads those packages (apt-get download, no install) and unpacks them into .device/ (ignored
+# by git), and copies WikiText-2 ($KILN_DATA, else datasets/wikitext-2, else
+# ../shared/data/wikitext-2) and the PyTorch reference trainer (bench/torch_ref.py) beside them.
+# Carry .device to the GPU machine and run scripts/gpu_check.sh there, in two calls of at most
+# ten minutes each:
 #   run(command="scripts/gpu_check.sh tests", carry=[".device"], timeout_s=600)
 #   run(command="scripts/gpu_check.sh bench", carry=[".device"], timeout_s=600)
 # The working tree and .device travel together and must stay under 64 MiB.
@@ -11,12 +13,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 device=.device
-shared=../shared
+data=${KILN_DATA:-}
+if [ -z "$data" ]; then
+  for candidate in datasets/wikitext-2 ../shared/data/wikitext-2; do
+    [ -f "$candidate/train.txt" ] && { data=$candidate; break; }
+  done
+fi
 packages=(libeigen3-dev libfmt-dev libfmt9 catch2 nlohmann-json3-dev libcli11-dev)
 
-for needed in "$shared/data/wikitext-2/train.txt" "$shared/bench/torch_ref.py"; do
-  [ -e "$needed" ] || { echo "prepare_device: $needed is missing (run from a checkout beside ../shared)" >&2; exit 1; }
-done
+[ -n "$data" ] && [ -f "$data/train.txt" ] || {
+  echo "prepare_device: no WikiText-2 (scripts/get_wikitext2.sh datasets/wikitext-2, or set KILN_DATA)" >&2
+  exit 1
+}
 
 rm -rf "$device"
 mkdir -p "$device/debs"
@@ -39,7 +47,8 @@ find "$device" -type l | while read -r link; do
   cp "$target" "$link"
 done
 
-cp -r "$shared/data/wikitext-2" "$device/wikitext-2"
-cp "$shared/bench/torch_ref.py" "$device/torch_ref.py"
+mkdir -p "$device/wikitext-2"
+cp "$data"/{train,valid,test}.txt "$device/wikitext-2/"
+cp bench/torch_ref.py "$device/torch_ref.py"
 echo "prepare_device: $(du -sh "$device" | cut -f1) in $device (with the working tree: at most 64 MiB):"
 ls "$device" "$device/usr/lib/x86_64-linux-gnu" 2>/dev/null | sed 's/^/  /'

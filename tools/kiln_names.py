@@ -1,4 +1,4 @@
-"""Parameter names of kiln's TransformerLM and of ../shared/bench/torch_ref.py's model.
+"""Parameter names of kiln's TransformerLM and of bench/torch_ref.py's model.
 
 kiln names follow its module tree (docs/checkpoint-format.md); torch_ref.py names follow its
 PyTorch modules. Both store Linear weights (out, in) and the fused QKV rows in the order

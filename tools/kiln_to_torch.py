@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Loads a kiln TransformerLM checkpoint into ../shared/bench/torch_ref.py's model and prints
+"""Loads a kiln TransformerLM checkpoint into bench/torch_ref.py's model and prints
 its perplexity, computed by torch_ref.py's own evaluate (the headline protocol).
 
-    /usr/bin/python3 tools/kiln_to_torch.py runs/lm.best.safetensors --data ../shared/data/wikitext-2
+    /usr/bin/python3 tools/kiln_to_torch.py runs/lm.best.safetensors --data datasets/wikitext-2
 
 It reads the file with tools/check_safetensors.py's checks, rebuilds the model from the config
 in the metadata, maps kiln's tensor names to torch_ref.py's (tools/kiln_names.py), checks that
@@ -36,7 +36,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoint")
     ap.add_argument("--data", default=os.environ.get("KILN_DATA", "datasets/wikitext-2"))
-    ap.add_argument("--torch-ref", default=os.path.join(HERE, "..", "..", "shared", "bench", "torch_ref.py"))
+    ap.add_argument("--torch-ref", default=os.path.join(HERE, "..", "bench", "torch_ref.py"))
     ap.add_argument("--seq-len", type=int, default=0, help="evaluation T (default: the checkpoint's training T)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()

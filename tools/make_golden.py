@@ -2,9 +2,9 @@
 """Writes tests/golden/tiny_lm.safetensors: PyTorch's answers for a tiny TransformerLM.
 
 Run once with Debian's python3-torch (no network, no GPU):
-    /usr/bin/python3 tools/make_golden.py [--torch-ref ../shared/bench/torch_ref.py]
+    /usr/bin/python3 tools/make_golden.py [--torch-ref bench/torch_ref.py]
 
-It builds ../shared/bench/torch_ref.py's model at a tiny size (vocab 50, d_model 16, 2 heads,
+It builds bench/torch_ref.py's model at a tiny size (vocab 50, d_model 16, 2 heads,
 2 layers, ff 32, T 8, B 2, dropout 0) and stores, under kiln's parameter names
 (tools/kiln_names.py):
   weights        <name>                 the initial parameters
@@ -68,7 +68,7 @@ def write_safetensors(path, tensors, metadata):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--torch-ref", default=os.path.join(HERE, "..", "..", "shared", "bench", "torch_ref.py"))
+    ap.add_argument("--torch-ref", default=os.path.join(HERE, "..", "bench", "torch_ref.py"))
     ap.add_argument("--out", default=os.path.join(HERE, "..", "tests", "golden", "tiny_lm.safetensors"))
     args = ap.parse_args()
 

@@ -1,5 +1,5 @@
 // TrainOptions: every setting of train_lm with its default, in one place (the defaults are
-// ../shared/bench/torch_ref.py's recipe, tuned here when the 15-minute CPU budget asks for it),
+// bench/torch_ref.py's recipe, tuned here when the 15-minute CPU budget asks for it),
 // and the command-line flags that set them (CLI11).
 //
 //   CLI::App app{"train_lm"};

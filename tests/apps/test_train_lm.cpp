@@ -1,5 +1,5 @@
 // train_lm and eval_ppl end to end on a tiny corpus: the loss falls, the output, metrics and
-// files follow DESIGN.md's interface contract, and eval_ppl reproduces train_lm's final lines.
+// files are those README.md documents, and eval_ppl reproduces train_lm's final lines.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>

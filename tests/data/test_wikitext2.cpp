@@ -1,5 +1,5 @@
 // WikiText-2 as torch_ref reads it: the published counts, and ids checked against values that
-// ../shared/bench/torch_ref.py's Corpus gives (first ids, sums, <unk> counts). Reads $KILN_DATA;
+// bench/torch_ref.py's Corpus gives (first ids, sums, <unk> counts). Reads $KILN_DATA;
 // without it the case prints "skipped: no WikiText-2 data (set KILN_DATA)" and CTest skips it.
 #include <algorithm>
 #include <catch2/catch.hpp>
