@@ -97,7 +97,10 @@ void save_training_checkpoint(const std::string& path, const nn::LanguageModel& 
   Metadata m = provenance(s.step, s.threads, settings);
   m["decay_steps"] = std::to_string(s.decay_steps);
   m["world_size"] = std::to_string(s.world_size);
-  m["rng"] = json{{"dropout", {{"seed", s.dropout_seed}, {"offset", s.dropout_offset}}}}.dump();
+  m["rng"] = (s.dropout_keyed
+                  ? json{{"dropout", {{"seed", s.dropout_seed}, {"keyed", true}}}}
+                  : json{{"dropout", {{"seed", s.dropout_seed}, {"offset", s.dropout_offset}}}})
+                 .dump();
   m["data_position"] = json{
       {"epoch", s.position.epoch},
       {"index", s.position.index},
@@ -128,7 +131,8 @@ TrainState read_train_state(const Checkpoint& ckpt) {
   const json rng = e.object("rng");
   KILN_CHECK(rng.contains("dropout"), "checkpoint {}: metadata 'rng' has no 'dropout'", ckpt.path);
   s.dropout_seed = e.field<std::uint64_t>(rng["dropout"], "rng", "seed");
-  s.dropout_offset = e.field<std::uint64_t>(rng["dropout"], "rng", "offset");
+  s.dropout_keyed = !rng["dropout"].contains("offset");
+  if (!s.dropout_keyed) s.dropout_offset = e.field<std::uint64_t>(rng["dropout"], "rng", "offset");
   const json position = e.object("data_position");
   s.position.epoch = e.field<std::int64_t>(position, "data_position", "epoch");
   s.position.index = e.field<std::int64_t>(position, "data_position", "index");

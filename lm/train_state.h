@@ -6,7 +6,9 @@
 //   metadata key    value (every value is a string; doubles in round-trip form)
 //   step            the global step: training steps taken, skipped non-finite ones included
 //   decay_steps     the schedule's length
-//   rng             {"dropout": {"seed": S, "offset": O}}: the dropout generator's state
+//   rng             {"dropout": {"seed": S, "keyed": true}}: the seed of every window's dropout
+//   key;
+//                   {"dropout": {"seed": S, "offset": O}} (before keyed masks): one stream
 //   data_position   {"epoch": e, "index": i, "windows": W, "shuffle_seed": s}: the next step
 //                   starts at window i of epoch e's order (W windows per epoch, to check the data)
 //   threads         CPU threads of the run (of each rank)
@@ -48,7 +50,12 @@ struct TrainState {
   DataPosition position;
   std::int64_t windows = 0;  // windows per epoch
   std::uint64_t shuffle_seed = 0;
-  std::uint64_t dropout_seed = 0, dropout_offset = 0;
+  // Dropout masks: keyed, each window's from a key of (dropout_seed, epoch, window) (lm/trainer.h);
+  // or, resuming a checkpoint written before masks were keyed, one stream of dropout_seed read
+  // from dropout_offset on.
+  std::uint64_t dropout_seed = 0;
+  bool dropout_keyed = true;
+  std::uint64_t dropout_offset = 0;
   int threads = 0;
   int world_size = 1;  // data-parallel ranks (lm/trainer.h)
   ScheduleState schedule;

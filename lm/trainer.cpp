@@ -14,6 +14,7 @@
 #include "core/build_info.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduction.h"
+#include "core/philox.h"
 #include "optim/clip.h"
 
 namespace kiln::lm {
@@ -24,6 +25,18 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Window `index` of epoch `epoch`'s order draws its dropout masks from a Philox key of its own,
+// derived from the run's dropout seed: the masks depend on which window it is, never on what ran
+// before it, so any rank can run any window of a step, and a resumed run needs no count of the
+// draws so far.
+std::uint64_t window_dropout_key(std::uint64_t seed, std::int64_t epoch, std::int64_t index) {
+  const auto key = [](const philox::Words& w) {
+    return (static_cast<std::uint64_t>(w.w[1]) << 32) | w.w[0];
+  };
+  const std::uint64_t epoch_key = key(philox::draw(seed, static_cast<std::uint64_t>(epoch)));
+  return key(philox::draw(epoch_key, static_cast<std::uint64_t>(index)));
 }
 
 // The dropout masks' seed, kept apart from the weights' (the same Philox key would draw the
@@ -126,7 +139,7 @@ Trainer::Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Corpus& c
   state_.shuffle_seed = options_.seed;
   state_.threads = options_.threads;
   state_.world_size = world_;
-  model_.dropout_generator().set_state(options_.seed ^ kDropoutSeedTag, 0);
+  state_.dropout_seed = options_.seed ^ kDropoutSeedTag;
   order_ = batches_.epoch_order(state_.shuffle_seed, state_.position.epoch, options_.shuffle);
   probe_batch_ = batches_.window(0, options_.device);
   model_.train();
@@ -142,6 +155,14 @@ void Trainer::resume(const Checkpoint& resumed) {
   model_.load_state_dict(resumed.model);
   model_.to(options_.device);
   model_.train();
+  if (!state_.dropout_keyed && world_ > 1) {
+    state_.dropout_keyed = true;
+    message(fmt::format(
+        "note: {} draws its dropout masks from one stream, as kiln did before masks were keyed "
+        "by window; with {} ranks this run keys them by window from here on, so its masks (and "
+        "losses) differ from an uninterrupted run's",
+        resumed.path, world_));
+  }
   model_.dropout_generator().set_state(state_.dropout_seed, state_.dropout_offset);
   if (options_.decay_steps > 0 && decay_steps != state_.decay_steps) {
     message(fmt::format("note: --decay-steps {} overrides the checkpoint's {}", decay_steps,
@@ -239,25 +260,6 @@ Trainer::Boundary Trainer::agree_at_boundary() const {
 
 bool Trainer::stop_agreed() const { return agree_at_boundary().stop_requested; }
 
-std::uint64_t Trainer::dropout_draws(std::int64_t k) {
-  const std::int64_t length = batches_.window_length(k);
-  const auto it = draws_by_length_.find(length);
-  if (it != draws_by_length_.end()) return it->second;
-  const Batch window = batches_.window(k, options_.device);
-  // A forward pass without autograd reserves what the training pass will (the masks depend on
-  // the shapes only); the generator is put back.
-  Generator& gen = model_.dropout_generator();
-  const std::uint64_t seed = gen.seed(), offset = gen.offset();
-  {
-    NoGradGuard no_grad;
-    model_.loss(window.inputs, window.targets);
-  }
-  const std::uint64_t draws = gen.offset() - offset;
-  gen.set_state(seed, offset);
-  draws_by_length_.emplace(length, draws);
-  return draws;
-}
-
 Trainer::StepWindows Trainer::step_windows() const {
   const std::int64_t count =
       std::min(options_.grad_accum * world_, windows() - state_.position.index);
@@ -265,19 +267,12 @@ Trainer::StepWindows Trainer::step_windows() const {
   return {.count = count, .first = first, .last = std::min(count, first + options_.grad_accum)};
 }
 
-std::vector<std::uint64_t> Trainer::dropout_starts(const StepWindows& windows) {
-  if (world_ == 1) return {};
-  std::vector<std::uint64_t> starts(windows.count + 1, model_.dropout_generator().offset());
-  for (std::int64_t i = 0; i < windows.count; ++i)
-    starts[i + 1] = starts[i] + dropout_draws(order_[state_.position.index + i]);
-  return starts;
-}
-
-double Trainer::forward_backward(std::int64_t i, const StepWindows& windows,
-                                 const std::vector<std::uint64_t>& dropout_starts) {
-  Generator& gen = model_.dropout_generator();
-  if (!dropout_starts.empty()) gen.set_state(gen.seed(), dropout_starts[i]);
-  const Batch batch = batches_.window(order_[state_.position.index + i], options_.device);
+double Trainer::forward_backward(std::int64_t i, const StepWindows& windows) {
+  const std::int64_t index = state_.position.index + i;
+  if (state_.dropout_keyed)
+    model_.dropout_generator().set_state(
+        window_dropout_key(state_.dropout_seed, state_.position.epoch, index), 0);
+  const Batch batch = batches_.window(order_[index], options_.device);
   Tensor loss;
   {
     const Autocast mixed(options_.precision);
@@ -336,12 +331,9 @@ StepRecord Trainer::step() {
   optimizer_.set_lr(lr);
   optimizer_.zero_grad();
   const StepWindows windows = step_windows();
-  const std::vector<std::uint64_t> draws = dropout_starts(windows);
   std::vector<double> losses(windows.count, 0.0);  // each rank fills its own windows'
   for (std::int64_t i = windows.first; i < windows.last; ++i)
-    losses[i] = forward_backward(i, windows, draws);
-  if (!draws.empty())
-    model_.dropout_generator().set_state(model_.dropout_generator().seed(), draws.back());
+    losses[i] = forward_backward(i, windows);
   const double loss = reduce_over_ranks(losses, windows);
   const double norm = grad_norm(optimizer_.parameters());
   const bool finite = update(loss, norm);
@@ -436,8 +428,7 @@ void Trainer::save() {
              "step {}: the weights give a loss of {} on the first training window; {} keeps "
              "its last good state. Lower --lr",
              state_.step, probe, options_.save);
-  state_.dropout_seed = model_.dropout_generator().seed();
-  state_.dropout_offset = model_.dropout_generator().offset();
+  state_.dropout_offset = state_.dropout_keyed ? 0 : model_.dropout_generator().offset();
   state_.schedule = schedule().state();
   state_.elapsed_s = elapsed();
   if (rank_ == 0)

@@ -4,7 +4,7 @@
 //
 // Phases, each a call:
 //   setup     the constructor: a fresh run (the model built and seeded by the caller)
-//   resume    resume(checkpoint): weights, optimizer, schedule, data position, dropout stream,
+//   resume    resume(checkpoint): weights, optimizer, schedule, data position, dropout seed,
 //             history and the best weights so far, as the checkpoint's run left them
 //   step      step(): one update from up to grad_accum windows of the current epoch
 //   validate  validate(): the loss on the whole valid split; keeps the best weights
@@ -22,7 +22,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -84,13 +83,13 @@ struct TrainerOptions {
 };
 
 // Data parallelism. With W ranks a step takes grad_accum · W windows of the epoch (the global
-// batch); rank r runs windows [r · grad_accum, (r + 1) · grad_accum) of them, its dropout stream
-// positioned where one process running the windows in order would have it, and the gradients
-// are summed in rank order (dist::GradientSync), so that W ranks with grad_accum 1 train bit for
-// bit like one process with grad_accum W (docs/distributed.md). The losses, the gradient norm
-// and the update are the same on every rank; stop requests are agreed on at step boundaries (a
-// validation is then not cut short); rank 0 writes the checkpoints, which hold the one data
-// position and dropout state every rank shares.
+// batch); rank r runs windows [r · grad_accum, (r + 1) · grad_accum) of them. A window's dropout
+// masks are keyed by the run's seed, the epoch and the window's place in it, so whichever rank
+// runs a window draws the masks one process would; the gradients are summed in rank order
+// (dist::GradientSync), so that W ranks with grad_accum 1 train bit for bit like one process with
+// grad_accum W (docs/distributed.md). The losses, the gradient norm and the update are the same
+// on every rank; stop requests are agreed on at step boundaries (a validation is then not cut
+// short); rank 0 writes the checkpoints, which hold the one data position every rank shares.
 
 // One finished step, as the log shows it.
 struct StepRecord {
@@ -195,20 +194,15 @@ class Trainer {
   Boundary agree_at_boundary() const;
   // Whether any rank asked to stop.
   bool stop_agreed() const;
-  // The dropout counters a forward pass over window k (of the epoch) reserves (several ranks).
-  std::uint64_t dropout_draws(std::int64_t k);
   // The next step's windows: `count` of the epoch's order from the data position, of which this
   // rank runs [first, last).
   struct StepWindows {
     std::int64_t count = 0, first = 0, last = 0;
   };
   StepWindows step_windows() const;
-  // Where window i's dropout draws start, for i in [0, count]: as one process running the step's
-  // windows in order draws them (several ranks; empty with one).
-  std::vector<std::uint64_t> dropout_starts(const StepWindows& windows);
-  // Window i of the step forward and backward, its gradient scaled by 1 / count; returns its loss.
-  double forward_backward(std::int64_t i, const StepWindows& windows,
-                          const std::vector<std::uint64_t>& dropout_starts);
+  // Window i of the step forward and backward, its gradient scaled by 1 / count, its dropout
+  // masks keyed by the window (window_dropout_key); returns its loss.
+  double forward_backward(std::int64_t i, const StepWindows& windows);
   // The step's mean loss; with several ranks, after summing the windows' losses and the
   // gradients over the ranks.
   double reduce_over_ranks(std::vector<double>& losses, const StepWindows& windows);
@@ -234,7 +228,6 @@ class Trainer {
   Batch probe_batch_;  // the first window: a finite-loss check before every save
   int rank_ = 0, world_ = 1;
   std::unique_ptr<dist::GradientSync> sync_;
-  std::map<std::int64_t, std::uint64_t> draws_by_length_;
 
   // The best-by-validation weights, on the CPU; in best_path_ when best_written_.
   std::string best_path_;

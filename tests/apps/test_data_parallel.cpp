@@ -1,6 +1,6 @@
-// Data-parallel train_lm (lm::Trainer over distributed/'s MPI ranks): N ranks train bit for bit like one
-// process with --grad-accum N on the same global batch (docs/distributed.md), with dropout on,
-// shuffled windows, a resume point and, with 3 ranks, a short last step of each epoch that
+// Data-parallel train_lm (lm::Trainer over distributed/'s MPI ranks): N ranks train bit for bit
+// like one process with --grad-accum N on the same global batch (docs/distributed.md), with dropout
+// on, shuffled windows, a resume point and, with 3 ranks, a short last step of each epoch that
 // leaves one rank without a window. Each rank and the single process use one thread: the bits
 // depend on the thread count. Also what ends a job early: a stop request through
 // scripts/kiln-mpirun, a rank killed, a rank that hangs, ranks that disagree.
@@ -15,6 +15,7 @@
 
 #include "distributed/communicator.h"
 #include "tests/apps/programs.h"
+#include "tests/harness/paths.h"
 
 using namespace kiln;
 using namespace kiln::testing;
@@ -150,6 +151,21 @@ TEST_CASE("dist: train_lm on N ranks equals one process with --grad-accum N, bit
                               dir.file("first.safetensors") + " --steps 6");
   CHECK(other.status == 0);
   CHECK_THAT(other.output, Contains("was trained with " + n + " rank(s) and this run has 1"));
+}
+
+TEST_CASE("dist: a checkpoint from before keyed dropout masks resumes on 2 ranks with keyed ones") {
+  // tests/golden/kiln1_train's files draw their masks from one stream, which only one process
+  // can continue; 2 ranks key them by window from the resume point on, and say so.
+  const std::string old = source_path("tests/golden/kiln1_train");
+  TempDir dir;
+  const RunResult r =
+      run(mpirun(2) + kTrainLm + " --data " + old + " --resume " + old +
+          "/step3.safetensors --steps 6 --threads 1 --save " + dir.file("resumed.safetensors"));
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("keys them by window from here on"));
+  CHECK_THAT(load_safetensors(dir.file("resumed.safetensors")).metadata.at("rng"),
+             Contains("\"keyed\":true"));
 }
 
 TEST_CASE("dist: ranks started with other flags stop with a message naming the difference") {

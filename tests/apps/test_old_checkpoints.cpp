@@ -65,6 +65,10 @@ TEST_CASE("an old-format checkpoint resumes to the uninterrupted run's tensors, 
   check_close_tensors(load_safetensors(out), load_safetensors(kOld + "/step6.safetensors"));
   check_close_tensors(load_safetensors(lm::best_checkpoint_path(out)),
                       load_safetensors(kOld + "/step6.best.safetensors"));
+  // The old file's masks come from one stream of draws, which one process continues (and saves
+  // as such), so that the resumed run is the uninterrupted one.
+  CHECK(load_safetensors(out).metadata.at("rng") ==
+        load_safetensors(kOld + "/step6.safetensors").metadata.at("rng"));
 
   // The new file stores the model's settings once: in its config, not among the saved flags.
   const lm::TransformerCheckpoint resumed = lm::read_transformer_checkpoint(out);
