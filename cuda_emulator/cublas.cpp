@@ -7,6 +7,7 @@
 // stops with the call and the operand, where a GPU would fault or corrupt memory.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
@@ -15,7 +16,6 @@
 
 #include <fmt/format.h>
 
-#include "core/bf16.h"
 #include "cuda_emulator/include/cublas_api.h"
 #include "cuda_emulator/memory.h"
 #include "cuda_emulator/report.h"
@@ -62,12 +62,21 @@ void check_operand(const char* call, const char* name, const T* p, int rows, int
                       call, name, rows, cols, ld, count, stride, *problem));
 }
 
+// A bfloat16 element as cuBLAS stores it (CUDA_R_16BF): the upper 16 bits of a float32. The
+// emulator has its own, as the real library does: it sits under kiln, not on top of core/.
+struct Bfloat16 {
+  std::uint16_t bits;
+};
+
 // An element of A or B as the arithmetic type T: bf16 widened exactly, float and double as they
 // are.
 template <typename T, typename Operand>
 T operand_value(Operand x) {
-  if constexpr (std::is_same_v<Operand, kiln::bf16>) {
-    return kiln::to_float(x);
+  if constexpr (std::is_same_v<Operand, Bfloat16>) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(x.bits) << 16;
+    float value;
+    std::memcpy(&value, &bits, sizeof(value));
+    return value;
   } else {
     return x;
   }
@@ -282,8 +291,8 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
   };
   if (types(CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F))
     return gemm(call, handle, transa, transb, m, n, k, static_cast<const float*>(alpha),
-                static_cast<const kiln::bf16*>(A), lda, strideA, static_cast<const kiln::bf16*>(B),
-                ldb, strideB, static_cast<const float*>(beta), static_cast<float*>(C), ldc, strideC,
+                static_cast<const Bfloat16*>(A), lda, strideA, static_cast<const Bfloat16*>(B), ldb,
+                strideB, static_cast<const float*>(beta), static_cast<float*>(C), ldc, strideC,
                 batchCount);
   if (types(CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F))
     return gemm(call, handle, transa, transb, m, n, k, static_cast<const float*>(alpha),
