@@ -31,10 +31,37 @@ double nice_step(double span, int ticks) {
   return 10.0 * decade;
 }
 
+// The y axis's horizontal lines, in decades of perplexity: `lines` lines from `first`, `step`
+// apart (whole decades). One line per decade up to ten decades, as a curve of a run that learns
+// needs; wider ranges (a diverged run's loss of 4e8 nats spans 1.8e8 decades) take a 1-2-5
+// multiple of decades, so the SVG holds at most a dozen lines whatever the losses.
+struct YGrid {
+  double first = 0, step = 1;
+  std::int64_t lines = 2;
+};
+
+YGrid y_grid(double lo, double hi) {
+  // At least one decade, and at least a few billionths of the values themselves: near 1e300
+  // decades, adding 1 leaves a double unchanged.
+  const double span = std::max({hi - lo, 1.0, 1e-9 * std::max(std::abs(lo), std::abs(hi))});
+  YGrid grid;
+  grid.step = span <= 10 ? 1.0 : nice_step(span, 10);
+  grid.first = std::floor(lo / grid.step) * grid.step;
+  const double last = std::max(std::ceil(hi / grid.step) * grid.step, grid.first + grid.step);
+  grid.lines = static_cast<std::int64_t>(std::llround((last - grid.first) / grid.step)) + 1;
+  return grid;
+}
+
+// The label of the perplexity m × 10^d: "200", "1e+06"; beyond what a double holds, "10^d".
+std::string ppl_label(double m, double d) {
+  if (std::abs(d) < 300) return fmt::format("{:g}", m * std::pow(10.0, d));
+  return fmt::format("10^{:g}", d);
+}
+
 }  // namespace
 
 std::string loss_curve_svg(const lm::LossCurve& curve, std::string_view title) {
-  // Data ranges: steps from 0, log10(perplexity) widened to whole decades.
+  // Data ranges: steps from 0, log10(perplexity) widened to whole grid steps.
   std::int64_t max_step = 1;
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (const auto* series : {&curve.train, &curve.valid}) {
@@ -46,7 +73,8 @@ std::string loss_curve_svg(const lm::LossCurve& curve, std::string_view title) {
     }
   }
   if (lo > hi) lo = 0, hi = 1;  // no points yet: an empty frame from 1 to 10
-  const double y0 = std::floor(lo), y1 = std::max(std::ceil(hi), y0 + 1);
+  const YGrid grid = y_grid(lo, hi);
+  const double y0 = grid.first, y1 = grid.first + static_cast<double>(grid.lines - 1) * grid.step;
   const auto x_of = [&](double step) {
     return kLeft + kPlotW * step / static_cast<double>(max_step);
   };
@@ -62,10 +90,12 @@ std::string loss_curve_svg(const lm::LossCurve& curve, std::string_view title) {
       "<text x=\"{2:.1f}\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">{3}</text>\n",
       kWidth, kHeight, kLeft + kPlotW / 2, xml_escape(title));
 
-  // Grid and tick labels: y at 1, 2, 5 × 10^k when the range spans at most two decades, else
-  // at each decade; x at a 1-2-5 step.
-  const bool fine = y1 - y0 <= 2;
-  for (double d = y0; d <= y1; ++d) {
+  // Grid and tick labels: y at 1, 2, 5 × 10^k when the range spans at most two decades, else at
+  // every grid step; x at a 1-2-5 step. Both loops count lines, never add to a double that a
+  // huge value would leave unchanged.
+  const bool fine = grid.step == 1 && grid.lines <= 3;
+  for (std::int64_t i = 0; i < grid.lines; ++i) {
+    const double d = y0 + static_cast<double>(i) * grid.step;
     for (double m : {1.0, 2.0, 5.0}) {
       if (m != 1.0 && !fine) continue;
       const double v = d + std::log10(m);
@@ -73,12 +103,14 @@ std::string loss_curve_svg(const lm::LossCurve& curve, std::string_view title) {
       const double y = y_of(v);
       svg += fmt::format(
           "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n"
-          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n",
-          kLeft, y, kLeft + kPlotW, y, kLeft - 6, y + 4, m * std::pow(10.0, d));
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
+          kLeft, y, kLeft + kPlotW, y, kLeft - 6, y + 4, ppl_label(m, d));
     }
   }
   const double x_step = nice_step(static_cast<double>(max_step), 8);
-  for (double s = 0; s <= static_cast<double>(max_step) + 1e-9; s += x_step) {
+  const auto x_lines = static_cast<std::int64_t>(static_cast<double>(max_step) / x_step + 1e-9);
+  for (std::int64_t i = 0; i <= x_lines; ++i) {
+    const double s = static_cast<double>(i) * x_step;
     const double x = x_of(s);
     svg += fmt::format(
         "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n"
@@ -143,7 +175,8 @@ void LossCurveWriter::on_save(const lm::Trainer& trainer, bool final) {
 }
 
 void LossCurveWriter::write(const lm::Trainer& trainer) const {
-  if (!trainer.options().save.empty())
+  // Rank 0 writes a data-parallel run's files; the other ranks hold the same curve.
+  if (!trainer.options().save.empty() && trainer.rank() == 0)
     write_loss_curve(curve_path(trainer.options().save), trainer.state().curve, title_);
 }
 

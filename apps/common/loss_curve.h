@@ -16,7 +16,9 @@
 
 namespace kiln {
 
-// The SVG document (well-formed XML; title is escaped). Non-finite points are left out.
+// The SVG document (well-formed XML; title is escaped). Non-finite points are left out; the
+// grid has at most a dozen lines on each axis whatever the losses (one per decade of perplexity
+// up to ten decades), so the document's size is that of its points.
 std::string loss_curve_svg(const lm::LossCurve& curve, std::string_view title);
 
 // Writes loss_curve_svg to path through a temporary file renamed over it, so a reader never sees
@@ -28,7 +30,7 @@ void write_loss_curve(const std::string& path, const lm::LossCurve& curve, std::
 std::string curve_path(const std::string& checkpoint_path);
 
 // Redraws a run's curve beside its checkpoint (curve_path(options.save)) at every validation and
-// at the final save: an observer of lm::Trainer (nothing without a save path).
+// at the final save: an observer of lm::Trainer (nothing without a save path; on rank 0 only).
 class LossCurveWriter : public lm::TrainObserver {
  public:
   explicit LossCurveWriter(std::string title) : title_(std::move(title)) {}
