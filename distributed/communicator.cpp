@@ -240,7 +240,8 @@ std::vector<std::string> Communicator::allgather(std::string_view text) {
   return texts;
 }
 
-void Communicator::check_same(std::string_view what, std::string_view text) {
+void Communicator::check_same(std::string_view what, std::string_view text,
+                              std::string_view remedy) {
   if (world_size_ == 1) return;
   const std::vector<std::string> texts = allgather(text);
   for (int r = 1; r < world_size_; ++r) {
@@ -248,10 +249,8 @@ void Communicator::check_same(std::string_view what, std::string_view text) {
     if (other == texts[0]) continue;
     const auto [a, b] = std::mismatch(texts[0].begin(), texts[0].end(), other.begin(), other.end());
     const auto line = static_cast<std::size_t>(std::count(texts[0].begin(), a, '\n'));
-    fail(
-        "{}: {} differs between ranks: rank {} has '{}' where rank 0 has '{}' (line {}); every "
-        "rank must run the same binary with the same flags",
-        describe(), what, r, line_of(other, line), line_of(texts[0], line), line + 1);
+    fail("{}: {} differs between ranks: rank {} has '{}' where rank 0 has '{}' (line {}); {}",
+         describe(), what, r, line_of(other, line), line_of(texts[0], line), line + 1, remedy);
   }
 }
 
@@ -281,8 +280,12 @@ double default_timeout_s() {
   if (text == nullptr || *text == '\0') return 300.0;
   char* end = nullptr;
   const double seconds = std::strtod(text, &end);
+  // Below 10^9 s (31 years): the deadline is a steady_clock time point, which overflows past
+  // about 292 years of nanoseconds.
   KILN_CHECK(*end == '\0' && seconds > 0 && seconds < 1e9,
-             "$KILN_DIST_TIMEOUT is '{}', not a number of seconds above 0", text);
+             "$KILN_DIST_TIMEOUT is '{}': expected a number of seconds above 0 and below 1e9 (31 "
+             "years)",
+             text);
   return seconds;
 }
 

@@ -90,9 +90,13 @@ class Communicator {
   // Every rank's text, in rank order (texts may differ in length).
   std::vector<std::string> allgather(std::string_view text);
   // A kiln::Error unless every rank passes the same text: it names the first rank that differs
-  // and the first line where it differs from rank 0's ("config differs between ranks: rank 2 has
-  // 'lr 0.002' where rank 0 has 'lr 0.001' (line 4)").
-  void check_same(std::string_view what, std::string_view text);
+  // and the first line where it differs from rank 0's, then the remedy ("config differs between
+  // ranks: rank 2 has 'lr 0.002' where rank 0 has 'lr 0.001' (line 4); every rank must run the
+  // same binary with the same flags"). Give one setting per line, so the line names it.
+  void check_same(std::string_view what, std::string_view text,
+                  std::string_view remedy =
+                      "every rank must run the same binary with the same "
+                      "flags");
 
   // Returns once every rank has called it.
   virtual void barrier() = 0;

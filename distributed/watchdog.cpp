@@ -171,7 +171,7 @@ void Watchdog::roll_call() {
   collecting_ = false;
 
   // What each peer is doing, the silent ones first; the first one at fault is blamed.
-  std::vector<int> silent;
+  std::vector<int> silent, late;
   std::vector<std::string> elsewhere;
   int culprit = -1;
   const auto same_collective = [](const ControlMessage& a, const ControlMessage& b) {
@@ -191,7 +191,15 @@ void Watchdog::roll_call() {
     const auto i = static_cast<std::size_t>(p);
     const std::optional<ControlMessage>& a = answers_[i];
     if (p == rank_ || (a && same_collective(*a, here))) continue;
-    if (a) {
+    if (a && a->seq < seq_) {
+      // Still completing a collective this rank has completed: it runs behind (an overloaded
+      // machine, a short timeout), the same program as this one.
+      late.push_back(p);
+      elsewhere.push_back(fmt::format(
+          "rank {} is still completing {} (collective #{}), which this rank has completed: it "
+          "runs late, not another program",
+          p, activity_name(a->activity), a->seq + 1));
+    } else if (a) {
       elsewhere.push_back(fmt::format("rank {} waits in {} (collective #{}) instead", p,
                                       activity_name(a->activity), a->seq + 1));
       // More ranks wait in the peer's collective than in this one: this rank diverged.
@@ -222,6 +230,9 @@ void Watchdog::roll_call() {
     culprit = rank_;
     why += ": this rank is the one out of step";
   }
+  if (!late.empty() && late.size() + 1 == static_cast<std::size_t>(world_size_))
+    why +=
+        fmt::format(" (raise KILN_DIST_TIMEOUT, now {:g} s, if ranks are this slow)", timeout_s_);
   if (why.empty())
     why = fmt::format(
         "every rank is in it, so the transfer is slow or the network stalls: raise "

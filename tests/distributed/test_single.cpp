@@ -166,4 +166,12 @@ TEST_CASE("dist: the collective timeout comes from KILN_DIST_TIMEOUT, else 300 s
     const ScopedEnv env{{"KILN_DIST_TIMEOUT", "-1"}};
     CHECK_THROWS_WITH(dist::default_timeout_s(), Contains("$KILN_DIST_TIMEOUT is '-1'"));
   }
+  // The message states the whole rule: 1e9 is above 0, and was refused as "not above 0".
+  for (const char* value : {"1e9", "0", "abc", "nan"}) {
+    INFO(value);
+    const ScopedEnv env{{"KILN_DIST_TIMEOUT", value}};
+    CHECK_THROWS_WITH(dist::default_timeout_s(),
+                      Contains(std::string("$KILN_DIST_TIMEOUT is '") + value +
+                               "': expected a number of seconds above 0 and below 1e9"));
+  }
 }
