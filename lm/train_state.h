@@ -9,8 +9,10 @@
 //   rng             {"dropout": {"seed": S, "keyed": true}}: the seed of every window's dropout
 //   key;
 //                   {"dropout": {"seed": S, "offset": O}} (before keyed masks): one stream
-//   data_position   {"epoch": e, "index": i, "windows": W, "shuffle_seed": s}: the next step
-//                   starts at window i of epoch e's order (W windows per epoch, to check the data)
+//   data_position   {"epoch": e, "index": i, "windows": W, "shuffle_seed": s, "batch_size": B,
+//                   "seq_len": T, "step_windows": n}: the next step starts at window i of epoch
+//                   e's order (W windows of B x T per epoch, to check the data); a step took n
+//                   windows (grad_accum x ranks). B, T and n are absent from older files.
 //   threads         CPU threads of the run (of each rank)
 //   world_size      data-parallel ranks of the run (absent: 1)
 //   git             the commit kiln was built from
@@ -50,6 +52,9 @@ struct TrainState {
   DataPosition position;
   std::int64_t windows = 0;  // windows per epoch
   std::uint64_t shuffle_seed = 0;
+  // The windows' B and T, and the windows a step took (grad_accum x ranks); 0: not recorded
+  // (files before issue 43; step_windows then comes from train_lm's saved --grad-accum).
+  std::int64_t batch_size = 0, seq_len = 0, step_windows = 0;
   // Dropout masks: keyed, each window's from a key of (dropout_seed, epoch, window) (lm/trainer.h);
   // or, resuming a checkpoint written before masks were keyed, one stream of dropout_seed read
   // from dropout_offset on.
@@ -71,11 +76,11 @@ void save_training_checkpoint(const std::string& path, const nn::LanguageModel& 
                               const TrainState& state, const Metadata& settings);
 
 // The state of a training checkpoint, every value checked against what a run can have written
-// (a data position inside the epoch, a thread count in [1, kMaxThreads], ...); errors name the
-// file and the entry at fault.
+// (a data position inside the epoch, a thread count in [1, kMaxThreads], integers read as 64 bits
+// and checked against their range, never wrapped); errors name the file and the entry at fault.
 TrainState read_train_state(const Checkpoint& checkpoint);
-// Its optimizer state: the step count and the optim.* tensors; an error unless it is the state of
-// the optimizer named optimizer_name (Optimizer::name(), e.g. "Adam").
+// Its optimizer state: the step count (at most the run's step) and the optim.* tensors; an error
+// unless it is the state of the optimizer named optimizer_name (Optimizer::name(), e.g. "Adam").
 OptimizerState read_optimizer_state(const Checkpoint& checkpoint, std::string_view optimizer_name);
 
 // The validation loss a best-weights checkpoint records, or nothing if it has none.

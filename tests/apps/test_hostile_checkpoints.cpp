@@ -133,6 +133,20 @@ TEST_CASE("a resumed run's state is checked: position, optimizer, thread count, 
       {"saved batch_size 2^64 - 1", "train", "batch_size", "18446744073709551615", "batch_size"},
       {"saved seq_len 1.5", "train", "seq_len", "1.5", "seq_len"},
       {"best step after the step", "history", "best_step", "999", "best step 999"},
+      // Integers beyond 32 bits: read as 64 and range-checked (before: 2^32 + 1 was read as 1,
+      // 2^62 as 0, 2^31 as -2147483648).
+      {"world_size 2^32 + 1", "", "world_size", "4294967297",
+       "'world_size' is 4294967297, not an integer in [1, 2147483647]"},
+      {"world_size 2^62", "", "world_size", "4611686018427387904",
+       "'world_size' is 4611686018427387904"},
+      {"world_size 2^31", "", "world_size", "2147483648", "'world_size' is 2147483648"},
+      {"threads 2^32 + 1", "", "threads", "4294967297",
+       "'threads' is 4294967297, not an integer in [1, 1024]"},
+      {"step 2^64 - 1", "", "step", "18446744073709551615", "'step' is 18446744073709551615"},
+      {"negative shuffle seed", "data_position", "shuffle_seed", "-1", "shuffle_seed is -1"},
+      // An optimizer step beyond the run's (before: a NaN loss and "Lower --lr").
+      {"optimizer step 2^63 - 1", "optimizer", "step", "9223372036854775807",
+       "'optimizer' field step is 9223372036854775807, not an integer in [0, 2]"},
   };
   for (const Crafted& c : probes) {
     const std::string path = craft(dir, base, c);
@@ -142,6 +156,12 @@ TEST_CASE("a resumed run's state is checked: position, optimizer, thread count, 
     CHECK(r.status >= 1);
     CHECK(r.status <= 127);
     CHECK_THAT(r.output, Contains(path) && Contains(c.named));
+  }
+  for (const Crafted& c : probes) {
+    if (c.what.rfind("optimizer step", 0) != 0) continue;
+    const RunResult r = run(kTrainLm + " --data " + dir.path().string() +
+                            " --time-budget 0 --steps 4 --resume " + craft(dir, base, c));
+    CHECK_THAT(r.output, !Contains("Lower --lr"));
   }
   // The unchanged state resumes.
   const RunResult r = run(kTrainLm + " --data " + dir.path().string() +
