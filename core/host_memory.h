@@ -14,6 +14,15 @@
 
 namespace kiln {
 
+// The bytes of address space this process may still map under its RLIMIT_AS (`ulimit -v`): the
+// limit less what is mapped now (/proc/self/statm); the largest int64 without a limit.
+std::int64_t address_space_left();
+
+// A kiln::Error "<what> needs N bytes (x GiB) of address space, but the process's limit
+// (ulimit -v, RLIMIT_AS: L bytes) leaves M bytes (y GiB)" when bytes > address_space_left(). For
+// reservations that a library makes by retrying mmap forever when it fails (OpenBLAS's buffers).
+void check_address_space(std::int64_t bytes, std::string_view what);
+
 // Bytes of physical memory, or the testing limit when one is set.
 std::int64_t host_memory_bytes();
 

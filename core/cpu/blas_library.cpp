@@ -8,8 +8,12 @@
 #include <cstring>
 #include <mutex>
 
+#include <fmt/format.h>
+
 #include "core/backend.h"
 #include "core/cpu/packed_gemm.h"
+#include "core/error.h"
+#include "core/host_memory.h"
 
 namespace kiln {
 
@@ -41,9 +45,34 @@ bool find(void* library, const char* symbol, F& function) {
 void (*blis_set_threads)(std::int64_t) = nullptr;
 void blis_set_num_threads(int threads) { blis_set_threads(threads); }
 
+// OpenBLAS 0.3 reserves a buffer of BUFFER_SIZE (128 MiB on x86-64) and a guard page per thread
+// it is told of (at load for OpenMP's thread count, then for each count openblas_set_num_threads
+// raises it to), and one more for the thread that calls a GEMM. When the address space
+// (ulimit -v) cannot take one, its blas_memory_alloc retries the allocation forever, a hang deaf
+// to SIGTERM: so kiln checks the room first and fails with a kiln::Error naming the limit.
+constexpr std::int64_t kOpenblasBufferBytes = std::int64_t{129} << 20;
+int openblas_buffers_reserved = 0;
+
+void reserve_openblas_threads(int threads) {
+  const int buffers = threads + 1;
+  if (buffers <= openblas_buffers_reserved) return;
+  try {
+    check_address_space(
+        (buffers - openblas_buffers_reserved) * kOpenblasBufferBytes,
+        fmt::format("OpenBLAS's buffers for {} threads and the caller (129 MiB each)", threads));
+  } catch (const Error& e) {
+    fail(
+        "{}: run fewer threads, raise the limit, or choose another GEMM source (KILN_GEMM=blis "
+        "or eigen)",
+        e.what());
+  }
+  openblas_buffers_reserved = buffers;
+}
+
 BlasLibrary* load_openblas() {
   const char* path = KILN_OPENBLAS_PATH;
   if (path[0] == '\0') return nullptr;
+  reserve_openblas_threads(omp_get_max_threads());
   const char* chosen = std::getenv("OPENBLAS_CORETYPE");
   if (chosen == nullptr || chosen[0] == '\0') {
     if (const char* core = openblas_core_for_this_cpu()) setenv("OPENBLAS_CORETYPE", core, 1);
@@ -181,7 +210,9 @@ std::string cpu_gemm_source() {
 }
 
 void set_blas_threads(int threads) {
-  if (const BlasLibrary* blas = gemm_library()) blas->set_num_threads(threads);
+  const BlasLibrary* blas = gemm_library();
+  if (blas != nullptr && blas->name == "openblas") reserve_openblas_threads(threads);
+  if (blas != nullptr) blas->set_num_threads(threads);
   if (const BlasLibrary* narrow = narrow_library()) narrow->set_num_threads(threads);
 }
 
