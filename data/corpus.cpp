@@ -156,6 +156,19 @@ TokenStream split_text(std::string_view text, IdOf&& id_of) {
   return out;
 }
 
+// A UTF-8 byte-order mark: an encoding signature at the start of a file, not text.
+constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
+
+// The file's kind and, when it cannot be reached (a symbolic-link loop, a folder without
+// permission), an error naming it; a missing path is left to the caller's message.
+std::filesystem::file_status reachable_status(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  KILN_CHECK(!ec || ec == std::errc::no_such_file_or_directory, "corpus: cannot reach '{}': {}",
+             path.string(), ec.message());
+  return status;
+}
+
 }  // namespace
 
 std::string resolve_data_dir(std::optional<std::string> flag) {
@@ -166,8 +179,12 @@ std::string resolve_data_dir(std::optional<std::string> flag) {
 
 TokenStream tokenize_text(std::string_view text, std::string_view source, Vocabulary& vocabulary) {
   check_text(text, source);
-  return split_text(text,
-                    [&](std::string_view word, std::int64_t) { return vocabulary.add(word); });
+  const bool mark = text.starts_with(kByteOrderMark);
+  TokenStream out =
+      split_text(text.substr(mark ? kByteOrderMark.size() : 0),
+                 [&](std::string_view word, std::int64_t) { return vocabulary.add(word); });
+  out.byte_order_mark = mark;
+  return out;
 }
 
 TokenStream tokenize_text_fixed(std::string_view text, std::string_view source,
@@ -178,6 +195,8 @@ TokenStream tokenize_text_fixed(std::string_view text, std::string_view source,
              vocabulary.size(), Vocabulary::kEos);
   const std::optional<std::int64_t> unk = vocabulary.find(Vocabulary::kUnk);
   std::int64_t unknown = 0;
+  const bool mark = text.starts_with(kByteOrderMark);
+  text.remove_prefix(mark ? kByteOrderMark.size() : 0);
   TokenStream out = split_text(text, [&](std::string_view word, std::int64_t line) {
     if (const std::optional<std::int64_t> id = vocabulary.find(word)) return *id;
     KILN_CHECK(unk.has_value(),
@@ -188,6 +207,7 @@ TokenStream tokenize_text_fixed(std::string_view text, std::string_view source,
     return *unk;
   });
   out.unknown = unknown;
+  out.byte_order_mark = mark;
   return out;
 }
 
@@ -206,7 +226,7 @@ std::vector<std::string_view> split_words(std::string_view text, std::string_vie
 
 std::string read_text_file(const std::filesystem::path& path) {
   std::error_code ec;
-  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  const std::filesystem::file_status status = reachable_status(path);
   KILN_CHECK(std::filesystem::exists(status), "corpus: '{}' not found", path.string());
   KILN_CHECK(std::filesystem::is_regular_file(status),
              "corpus: '{}' is not a regular file; expected a UTF-8 text file", path.string());
@@ -241,24 +261,28 @@ constexpr std::array<std::string_view, 3> kSplits = {"train", "valid", "test"};
 // Checks the folder and its three files before reading any, so a missing file is reported at
 // once rather than after tokenizing the others.
 void check_corpus_dir(const std::filesystem::path& dir) {
-  std::error_code ec;
-  KILN_CHECK(std::filesystem::exists(dir, ec),
-             "corpus: data folder '{}' not found; give --data DIR, set KILN_DATA, or fetch "
-             "WikiText-2 with scripts/get_wikitext2.sh datasets/wikitext-2",
-             dir.string());
-  KILN_CHECK(std::filesystem::is_directory(dir, ec),
-             "corpus: '{}' is a file, not a folder; give the folder that holds train.txt, "
-             "valid.txt and test.txt",
-             dir.string());
+  check_data_folder(dir);
   for (std::string_view split : kSplits) {
     const std::filesystem::path file = dir / (std::string(split) + ".txt");
-    KILN_CHECK(std::filesystem::exists(file, ec),
+    KILN_CHECK(std::filesystem::exists(reachable_status(file)),
                "corpus: '{}' not found; a corpus folder holds train.txt, valid.txt and test.txt",
                file.string());
   }
 }
 
 }  // namespace
+
+void check_data_folder(const std::filesystem::path& dir) {
+  const std::filesystem::file_status status = reachable_status(dir);
+  KILN_CHECK(std::filesystem::exists(status),
+             "corpus: data folder '{}' not found; give --data DIR, set KILN_DATA, or fetch "
+             "WikiText-2 with scripts/get_wikitext2.sh datasets/wikitext-2",
+             dir.string());
+  KILN_CHECK(std::filesystem::is_directory(status),
+             "corpus: '{}' is a file, not a folder; give the folder that holds train.txt, "
+             "valid.txt and test.txt",
+             dir.string());
+}
 
 Corpus::Corpus(const std::filesystem::path& dir) {
   check_corpus_dir(dir);

@@ -8,10 +8,13 @@
 //   - each line is split on whitespace as Python's str.split() does (ASCII space, \t, \v, \f,
 //     \x1c-\x1f and the Unicode spaces such as U+00A0 and U+3000), and one "<eos>" follows the
 //     words of every line, so an empty line is a single "<eos>";
-//   - word ids are given in order of first appearance over train, then valid, then test.
+//   - word ids are given in order of first appearance over train, then valid, then test;
+//   - a UTF-8 byte-order mark (EF BB BF) at the start of a file is skipped, and the stream says so
+//     (byte_order_mark): it marks the encoding, and Windows editors write it. torch_ref.py's
+//     open(encoding="utf8") keeps it, glued to the file's first word as a word of its own.
 //
-//   Corpus corpus(resolve_data_dir(flag));          // --data DIR, $KILN_DATA or datasets/wikitext-2
-//   corpus.vocabulary().size();                      // 33,278 for WikiText-2
+//   Corpus corpus(resolve_data_dir(flag));          // --data DIR, $KILN_DATA or
+//   datasets/wikitext-2 corpus.vocabulary().size();                      // 33,278 for WikiText-2
 //   const std::vector<std::int64_t>& ids = corpus.train().ids;   // 2,088,628 ids
 //
 // To evaluate a checkpoint, read with its vocabulary instead: words it lacks become "<unk>" and
@@ -20,7 +23,8 @@
 //   TokenStream test = tokenize_file_fixed(dir / "test.txt", checkpoint_vocabulary);
 //
 // Errors (kiln::Error, naming the file, the line where there is one, and what was expected): a
-// missing folder or file, an empty file, a file with NUL bytes (not text), invalid UTF-8 (with
+// missing folder or file, one that cannot be reached (a symbolic-link loop, no permission), an
+// empty file, a file with NUL bytes (not text), invalid UTF-8 (with
 // line and byte offset), or a line longer than kMaxLineBytes.
 #pragma once
 
@@ -48,9 +52,14 @@ std::string resolve_data_dir(std::optional<std::string> flag);
 // The token ids of one text, in order, with one "<eos>" id after each line.
 struct TokenStream {
   std::vector<std::int64_t> ids;
-  std::int64_t lines = 0;    // lines read (the number of "<eos>" in ids)
-  std::int64_t unknown = 0;  // words a fixed vocabulary lacked, read as "<unk>"
+  std::int64_t lines = 0;        // lines read (the number of "<eos>" in ids)
+  std::int64_t unknown = 0;      // words a fixed vocabulary lacked, read as "<unk>"
+  bool byte_order_mark = false;  // the text began with a UTF-8 byte-order mark, skipped
 };
+
+// Checks that dir is a folder that can be read: an error naming it when it is missing, a file, or
+// cannot be reached (a symbolic-link loop, a folder without permission).
+void check_data_folder(const std::filesystem::path& dir);
 
 // Tokenizes text, giving each new word the next id in vocabulary (how a corpus's vocabulary is
 // built). source names the text in error messages (a file path). Checks the whole text before

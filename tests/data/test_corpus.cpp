@@ -3,6 +3,7 @@
 // with a fixed vocabulary, every error path, and safety on arbitrary bytes.
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <filesystem>
 
 #include "core/philox.h"
 #include "data/corpus.h"
@@ -196,6 +197,44 @@ TEST_CASE("missing folders and files are errors naming them", "[corpus][errors]"
   std::filesystem::create_directory(test);
   REQUIRE_THAT(error_message([&] { Corpus corpus(dir.path()); }),
                Contains("'" + test + "' is not a regular file"));
+}
+
+TEST_CASE("a folder or file behind a symbolic-link loop is named as such, not as missing",
+          "[corpus][errors]") {
+  // Before, exists() answered false for the loop, and train_lm said "not found".
+  TempDir dir;
+  const std::filesystem::path loop = dir.path() / "loop";
+  std::filesystem::create_symlink(loop, loop);
+  REQUIRE_THAT(error_message([&] { Corpus corpus(loop); }),
+               Contains("cannot reach '" + loop.string() + "'") &&
+                   Contains("Too many levels of symbolic links") && !Contains("not found"));
+  REQUIRE_THAT(error_message([&] { check_data_folder(loop); }), Contains("cannot reach"));
+  write_corpus(dir, "a\n", "a\n", "a\n");
+  std::filesystem::remove(dir.path() / "valid.txt");
+  std::filesystem::create_symlink(dir.path() / "valid.txt", dir.path() / "valid.txt");
+  REQUIRE_THAT(error_message([&] { Corpus corpus(dir.path()); }),
+               Contains("cannot reach '" + (dir.path() / "valid.txt").string() + "'"));
+}
+
+TEST_CASE("a UTF-8 byte-order mark at the start of a file is skipped, and said so", "[corpus]") {
+  // Before, "\xEF\xBB\xBFthe" became a word of its own, unlike the "the" of every other line.
+  const std::string bom = "\xEF\xBB\xBF";
+  TempDir dir;
+  write_corpus(dir, bom + "the cat\nthe dog\n", "the cat\n", bom + "the\n");
+  const Corpus corpus(dir.path());
+  REQUIRE(corpus.vocabulary().words() == std::vector<std::string>{"the", "cat", "<eos>", "dog"});
+  REQUIRE(corpus.train().ids == Ids{0, 1, 2, 0, 3, 2});
+  REQUIRE(corpus.train().byte_order_mark);
+  REQUIRE(!corpus.valid().byte_order_mark);
+  REQUIRE(corpus.test().byte_order_mark);
+  const Corpus fixed(dir.path(), corpus.vocabulary());  // a checkpoint's vocabulary
+  REQUIRE(fixed.train().ids == corpus.train().ids);
+  REQUIRE(fixed.train().unknown == 0);
+  REQUIRE(fixed.test().byte_order_mark);
+  // Only at the start: U+FEFF inside a line is a character of its word.
+  Vocabulary vocab;
+  REQUIRE(tokenize_text("a " + bom + "b\n", "t.txt", vocab).ids.size() == 3);
+  REQUIRE(vocab.words() == std::vector<std::string>{"a", bom + "b", "<eos>"});
 }
 
 TEST_CASE("an empty split file is an error naming it", "[corpus][errors]") {
