@@ -20,12 +20,12 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "core/autograd.h"
-#include "core/ops/factories.h"
-#include "core/threads.h"
 #include "apps/common/attention_map.h"
 #include "apps/common/flags.h"
 #include "apps/common/program.h"
+#include "core/autograd.h"
+#include "core/ops/factories.h"
+#include "core/threads.h"
 #include "lm/transformer_checkpoint.h"
 #include "lm/words.h"
 
@@ -103,14 +103,14 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed stdout is a write error, never death by a signal
   CLI::App app{"attention_maps: SVG heat maps of every attention head of a TransformerLM"};
   Flags flags;
-  app.add_option("--checkpoint", flags.checkpoint, "the model (.safetensors from train_lm)")
+  add_path_flag(app, "--checkpoint", flags.checkpoint, "the model (.safetensors from train_lm)")
       ->required();
   app.add_option("--text", flags.text,
                  "the words to run through the model, separated by spaces (at most max_seq_len; "
                  "unknown words become <unk>)")
       ->required();
-  app.add_option("--out", flags.out,
-                 "folder for layer<l>_head<h>.svg and index.html (created if missing)")
+  add_path_flag(app, "--out", flags.out,
+                "folder for layer<l>_head<h>.svg and index.html (created if missing)")
       ->required();
   app.add_option("--device", flags.device, "cpu, cuda or cuda:N")->capture_default_str();
   add_number_flag(app, "--threads", flags.threads, "CPU threads",

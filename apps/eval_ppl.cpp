@@ -22,13 +22,13 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "apps/common/flags.h"
+#include "apps/common/options.h"
+#include "apps/common/program.h"
 #include "core/autocast.h"
 #include "core/build_info.h"
 #include "core/threads.h"
 #include "data/corpus.h"
-#include "apps/common/flags.h"
-#include "apps/common/options.h"
-#include "apps/common/program.h"
 #include "apps/common/signals.h"
 #include "lm/evaluate.h"
 #include "lm/train_state.h"
@@ -44,11 +44,12 @@ int eval(int argc, char** argv) {
   std::string checkpoint_path, data, split = "valid", device_text = "cpu", precision;
   std::int64_t batch_size = 10, seq_len = 0, stride = 0;
   int threads = 0;
-  app.add_option("--checkpoint", checkpoint_path, "the checkpoint (e.g. runs/lm.best.safetensors)")
+  add_path_flag(app, "--checkpoint", checkpoint_path,
+                "the checkpoint (e.g. runs/lm.best.safetensors)")
       ->required();
-  app.add_option("--data", data,
-                 "corpus folder with valid.txt and test.txt (default: $KILN_DATA, else "
-                 "datasets/wikitext-2)");
+  add_path_flag(app, "--data", data,
+                "corpus folder with valid.txt and test.txt (default: $KILN_DATA, else "
+                "datasets/wikitext-2)");
   app.add_option("--split", split, "valid or test")
       ->check(CLI::IsMember({"valid", "test"}))
       ->capture_default_str();

@@ -20,11 +20,11 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "core/autocast.h"
-#include "core/threads.h"
 #include "apps/common/flags.h"
 #include "apps/common/options.h"
 #include "apps/common/program.h"
+#include "core/autocast.h"
+#include "core/threads.h"
 #include "lm/decoder.h"
 #include "lm/transformer_checkpoint.h"
 #include "lm/words.h"
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"generate: sample text from a trained TransformerLM checkpoint"};
   Flags flags;
-  app.add_option("--checkpoint", flags.checkpoint, "the model (.safetensors from train_lm)")
+  add_path_flag(app, "--checkpoint", flags.checkpoint, "the model (.safetensors from train_lm)")
       ->required();
   app.add_option("--prompt", flags.prompt,
                  "the words to continue, separated by spaces; unknown words become <unk>; an "

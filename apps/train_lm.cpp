@@ -28,16 +28,15 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "core/backend.h"
-#include "core/build_info.h"
-#include "core/io/output_file.h"
-#include "core/threads.h"
-#include "distributed/communicator.h"
 #include "apps/common/loss_curve.h"
 #include "apps/common/program.h"
 #include "apps/common/progress.h"
 #include "apps/common/signals.h"
 #include "apps/common/train_setup.h"
+#include "core/backend.h"
+#include "core/build_info.h"
+#include "core/threads.h"
+#include "distributed/communicator.h"
 #include "lm/metrics_log.h"
 #include "lm/transformer_checkpoint.h"
 
@@ -66,12 +65,6 @@ int train(int argc, char** argv) {
     notes = merge_saved_options(o, resumed->config, train_entry->second, given, o.resume);
   }
   check_options(o);
-  // Every file the run will replace, before it trains for an hour to find one it must not.
-  if (!o.save.empty()) {
-    check_output_file(o.save, "--save");
-    check_output_file(lm::best_checkpoint_path(o.save), "--save (its best weights)");
-    check_output_file(curve_path(o.save), "--save (its loss curve)");
-  }
   const Device device = device_from_flag(o.device);
   // One rank alone, or the ranks of mpirun (or torchrun-style variables); rank 0 prints.
   const std::unique_ptr<dist::Communicator> comm = dist::make_communicator({.device = device});
@@ -81,6 +74,16 @@ int train(int argc, char** argv) {
   const int threads = resumed && !given("--threads") ? saved_threads
                       : o.threads > 0                ? o.threads
                                                      : num_threads();
+  // Every file the run will write, before it trains for an hour to find one it cannot (rank 0
+  // writes them all).
+  std::optional<lm::MetricsLog> metrics;
+  if (comm->rank() == 0) {
+    if (!o.save.empty()) check_save_path(o.save, /*curve=*/true);
+    if (!o.metrics.empty()) {
+      make_parent_folder(o.metrics, "--metrics");
+      metrics.emplace(o.metrics, resumed.has_value());
+    }
+  }
   set_num_threads(threads);
   release_stop_signals();
   fmt::print("{}\n", environment_summary());
@@ -109,12 +112,7 @@ int train(int argc, char** argv) {
   print_model(*model);
   if (resumed) trainer.resume(*resumed);
   print_training(trainer, o, optimizer->name(), o.resume);
-  std::optional<lm::MetricsLog> metrics;
-  if (!o.save.empty()) make_parent_folder(o.save, "--save");
-  if (!o.metrics.empty()) {
-    make_parent_folder(o.metrics, "--metrics");
-    trainer.add_observer(metrics.emplace(o.metrics, resumed.has_value()));
-  }
+  if (metrics) trainer.add_observer(*metrics);
   LossCurveWriter curve(fmt::format("train_lm on {}: d_model {}, layers {}, T {}, B {}",
                                     std::filesystem::path(data_dir).filename().string(),
                                     model->config().d_model, model->config().layers, o.seq_len,

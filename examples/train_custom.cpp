@@ -14,9 +14,11 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "core/kiln.h"
+#include "apps/common/flags.h"
 #include "apps/common/program.h"
 #include "apps/common/progress.h"
+#include "apps/common/train_setup.h"
+#include "core/kiln.h"
 #include "lm/trainer.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
@@ -49,11 +51,15 @@ int main(int argc, char** argv) {
     CLI::App app{"train_custom: a neural bigram language model trained by lm::Trainer"};
     std::string data, save, resume;
     std::int64_t steps = 200;
-    app.add_option("--data", data, "corpus folder (default: $KILN_DATA, else datasets/wikitext-2)");
-    app.add_option("--steps", steps, "stop at this global step")->capture_default_str();
-    app.add_option("--save", save, "checkpoint path (PATH.best: the best weights)");
-    app.add_option("--resume", resume, "continue the run saved in this checkpoint");
+    // The flags follow train_lm's rules (apps/common/flags.h): a bad value is a usage error.
+    add_path_flag(app, "--data", data,
+                  "corpus folder (default: $KILN_DATA, else datasets/wikitext-2)");
+    add_number_flag(app, "--steps", steps, "stop at this global step", {.min = 1});
+    add_path_flag(app, "--save", save, "checkpoint path (PATH.best: the best weights)");
+    add_path_flag(app, "--resume", resume, "continue the run saved in this checkpoint");
     CLI11_PARSE(app, argc, argv);
+    // The files it will write, before it trains.
+    if (!save.empty()) check_save_path(save, /*curve=*/false);
 
     // A resumed run reads the corpus with the checkpoint's vocabulary: every word keeps its id.
     std::optional<lm::Checkpoint> resumed;

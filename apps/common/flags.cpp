@@ -103,6 +103,22 @@ void check_flag_value(std::string_view flag, double value, bool integer, const F
   refuse(flag, fmt::format("{}", value), source, range, integer);
 }
 
+CLI::Option* add_path_flag(CLI::App& app, const std::string& flag, std::string& target,
+                           const std::string& help) {
+  CLI::Option* option = app.add_option_function<std::string>(
+      flag,
+      [flag, &target](const std::string& text) {
+        if (text.empty())
+          throw CLI::ValidationError(
+              fmt::format("{} '': expected a path; leave the flag out for none", flag));
+        target = text;
+      },
+      help);
+  option->type_name("PATH");
+  if (!target.empty()) option->default_str(target);
+  return option;
+}
+
 template <typename T>
 CLI::Option* add_number_flag(CLI::App& app, const std::string& flag, T& target,
                              const std::string& help, const FlagRange& range) {

@@ -58,6 +58,13 @@ double parse_real_flag(std::string_view flag, std::string_view text, const FlagR
 void check_flag_value(std::string_view flag, double value, bool integer, const FlagRange& range,
                       std::string_view source = {});
 
+// Registers `flag`, a flag that names a file or folder, on app: its value goes to `target`. An
+// empty value is refused as a usage error ("--save '': expected a path; leave the flag out for
+// none"): '' is what an unset shell variable gives, and taking it for the flag left out once
+// trained a fresh model over a run given as --resume "$RUN".
+CLI::Option* add_path_flag(CLI::App& app, const std::string& flag, std::string& target,
+                           const std::string& help);
+
 // Registers `flag` on app, parsed by the rule above into `target` (std::int64_t, std::uint64_t,
 // int or double), its current value shown as the default in --help. A refused value ends the
 // parse with CLI11's usage-error status and the message above.

@@ -219,17 +219,18 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   // A repeated flag takes its last value, so wrappers such as scripts/train.sh can pass defaults
   // that the user's own arguments, given after them, override.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--data", o.data,
-                 "corpus folder with train.txt, valid.txt and test.txt (default: $KILN_DATA, "
-                 "else datasets/wikitext-2)");
+  add_path_flag(app, "--data", o.data,
+                "corpus folder with train.txt, valid.txt and test.txt (default: $KILN_DATA, "
+                "else datasets/wikitext-2)");
   for_each_run_number(o, [&](const char* flag, const char* help, const FlagRange& range,
                              auto& member) { add_number_flag(app, flag, member, help, range); });
-  app.add_option("--save", o.save,
-                 "checkpoint of the latest state (at the end, every --save-every steps and on "
-                 "SIGINT/SIGTERM); best weights go to PATH with .best before the extension, the "
-                 "loss curve to PATH with .curve.svg");
-  app.add_option("--resume", o.resume, "continue the run saved in this checkpoint");
-  app.add_option("--metrics", o.metrics, "write metrics to this file, one JSON object per line");
+  add_path_flag(app, "--save", o.save,
+                "checkpoint of the latest state (at the end, every --save-every steps and on "
+                "SIGINT/SIGTERM); best weights go to PATH with .best before the extension, the "
+                "loss curve to PATH with .curve.svg");
+  add_path_flag(app, "--resume", o.resume, "continue the run saved in this checkpoint");
+  add_path_flag(app, "--metrics", o.metrics,
+                "write metrics to this file, one JSON object per line");
   app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
   for_each_model_field([&](const nn::ConfigField& field) {
     if (field.is_choice()) {

@@ -5,9 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "apps/common/loss_curve.h"
 #include "core/autocast.h"
 #include "core/generator.h"
 #include "core/host_memory.h"
+#include "core/io/output_file.h"
 #include "nn/transformer_layout.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
@@ -52,6 +54,14 @@ void make_parent_folder(const std::string& path, std::string_view flag) {
 }
 
 std::unique_ptr<nn::TransformerLM> make_model(const TrainOptions& o, std::int64_t vocab,
+void check_save_path(const std::string& save, bool curve) {
+  check_output_file(save, "--save");
+  check_output_file(lm::best_checkpoint_path(save), "--save (its best weights)");
+  if (curve) check_output_file(curve_path(save), "--save (its loss curve)");
+  make_parent_folder(save, "--save");
+  check_folder_writable(save, "--save");
+}
+
                                               Device device) {
   const nn::TransformerConfig config = model_config(o, vocab);
   const std::string model = fmt::format(

@@ -27,6 +27,12 @@ Corpus load_corpus(const std::string& data_dir, const Vocabulary* vocabulary);
 // Creates the folder of path (named by flag in errors).
 void make_parent_folder(const std::string& path, std::string_view flag);
 
+// Checks, before a run trains, every file --save makes it write: save, its best weights
+// (lm::best_checkpoint_path) and, with curve, its loss curve (curve_path) name a regular file or
+// nothing (core/io/output_file.h); their folder is created and must take new files. Errors name
+// --save.
+void check_save_path(const std::string& save, bool curve);
+
 // The model of the flags (vocab from the corpus) on device, seeded by --seed, checked first to
 // fit int64 arithmetic and this machine's memory with its gradients and the optimizer's state.
 std::unique_ptr<nn::TransformerLM> make_model(const TrainOptions& options, std::int64_t vocab,

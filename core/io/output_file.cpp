@@ -62,6 +62,24 @@ void check_output_file(const std::string& path, std::string_view what) {
   }
 }
 
+void check_folder_writable(const std::string& path, std::string_view what) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string folder = parent.empty() ? std::string(".") : parent.string();
+  static std::atomic<std::uint64_t> counter{0};
+  for (;;) {
+    const std::string probe =
+        fmt::format("{}/.kiln-write-probe.{}.{}", folder, ::getpid(), counter.fetch_add(1));
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(probe.c_str());
+      return;
+    }
+    KILN_CHECK(errno == EEXIST, "{} {}: its folder {} does not take new files: {}", what, path,
+               folder, errno_message());
+  }
+}
+
 AtomicFile::AtomicFile(const std::string& target, std::string_view what)
     : target_(target), what_(fmt::format("{} '{}': ", what, target)) {
   check_output_file(target, what);

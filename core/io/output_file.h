@@ -17,6 +17,11 @@ namespace kiln {
 // FIFO, a socket, a folder or a symbolic link), or when its folder exists and is not a folder.
 void check_output_file(const std::string& path, std::string_view what);
 
+// A kiln::Error "<what> <path>: its folder F does not take new files: <reason>" unless a new file
+// can be created in the folder of path (which exists): a probe file is created there and removed.
+// A read-only folder or file system is then found before a run trains, not at its first save.
+void check_folder_writable(const std::string& path, std::string_view what);
+
 // The writer of such a file. Bytes go to a temporary file next to the target, named so that no
 // other live writer has the name (pid and a counter; O_EXCL skips a stale one left by a dead
 // process), and commit() fsyncs it, renames it over the target and fsyncs the folder: a crash

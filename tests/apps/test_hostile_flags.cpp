@@ -4,13 +4,17 @@
 // 21 of train_lm's 34 numeric flags read '' as 0 (--steps '' ran without a limit, --lr '' trained
 // at lr 0), eval_ppl's --seq-len 0 and --stride 0 silently meant the default, and --threads
 // 100000 crashed OpenMP (SIGSEGV).
-#include <catch2/catch.hpp>
+#include <sys/stat.h>
 
+#include <catch2/catch.hpp>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "core/io/safetensors.h"
 #include "programs.h"
 
+using namespace kiln;
 using namespace kiln::testing;
 using Catch::Contains;
 
@@ -187,4 +191,71 @@ TEST_CASE("flags that point at the wrong kind of file get a message saying what 
       run(train + " --data " + dir.path().string() + " --grad-accum 1000000000000000000");
   CHECK(accum.status == 1);
   CHECK_THAT(accum.output, Contains("--grad-accum 1000000000000000000 exceeds the 14 windows"));
+}
+
+TEST_CASE("an empty path is a usage error naming its flag, never the flag left out",
+          "[examples][hostile][flags]") {
+  // Before: --resume '' trained a fresh model and saved it over --save's run; --save '' saved
+  // nothing and exited 0; --data '' looked for the default folder.
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string data = " --data " + dir.path().string();
+  const std::string save = dir.file("run.safetensors");
+  const std::string train = kTrainLm + data + " " + kTinyFlags + " --threads 1 --eval-every 0";
+  REQUIRE(run(train + " --steps 2 --save " + save).status == 0);
+  const SafetensorsFile before = load_safetensors(save);
+  const std::string checkpoint = " --checkpoint " + save;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {train + " --steps 4 --save " + save + " --resume ''", "--resume"},
+      {train + " --steps 2 --save ''", "--save"},
+      {train + " --steps 2 --metrics ''", "--metrics"},
+      {kTrainLm + " " + kTinyFlags + " --steps 2 --data ''", "--data"},
+      {kTrainCustom + data + " --steps 2 --resume ''", "--resume"},
+      {kTrainCustom + data + " --steps 2 --save ''", "--save"},
+      {kTrainCustom + " --steps 2 --data ''", "--data"},
+      {kEvalPpl + data + " --checkpoint ''", "--checkpoint"},
+      {kEvalPpl + checkpoint + " --data ''", "--data"},
+      {kGenerate + " --prompt the --tokens 2 --checkpoint ''", "--checkpoint"},
+      {kAttentionMaps + " --text the --out " + dir.file("m") + " --checkpoint ''", "--checkpoint"},
+      {kAttentionMaps + " --text the" + checkpoint + " --out ''", "--out"},
+  };
+  for (const auto& [command, flag] : cases) {
+    const RunResult r = run(command);
+    INFO(command << "\n" << r.output);
+    CHECK(r.status >= 1);
+    CHECK(r.status <= 127);
+    CHECK_THAT(r.output, Contains(flag + " '': expected a path"));
+    CHECK_THAT(r.output, !Contains("step 1"));
+  }
+  check_same_tensors(before, load_safetensors(save));  // the run given as --save is untouched
+}
+
+TEST_CASE("train_custom's flags follow train_lm's rules", "[examples][hostile][flags]") {
+  // Before: --steps '', 0 and 99999999999999999999 ran with no limit; --save /dev/null wrote a
+  // real /dev/null.best, then failed; a FIFO or a symbolic link was replaced.
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string custom = kTrainCustom + " --data " + dir.path().string();
+  for (const std::string value : {"''", "0", "-1", "99999999999999999999", "1.5", "abc"})
+    check_refused(custom + " --steps " + value, "--steps");
+  CHECK_THAT(run(custom + " --steps 0").output, Contains("--steps 0: expected an integer >= 1"));
+  const std::string real = dir.file("real.safetensors");
+  REQUIRE(run(custom + " --steps 2 --save " + real).status == 0);
+  const std::string fifo = dir.file("fifo.safetensors"), link = dir.file("link.safetensors");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::filesystem::create_symlink(real, link);
+  for (const auto& [save, shown] :
+       {std::pair{std::string("/dev/null"), std::string("/dev/null: it is a "
+                                                        "character device")},
+        {fifo, fifo + ": it is a FIFO"},
+        {link, link + ": it is a symbolic link"}}) {
+    const RunResult r = run(custom + " --steps 2 --save " + save);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Contains("--save") && Contains(shown));
+    CHECK_THAT(r.output, !Contains("step 1") && !Contains("valid ppl"));
+  }
+  CHECK(std::filesystem::is_fifo(fifo));
+  CHECK(std::filesystem::is_symlink(link));
+  CHECK(std::filesystem::is_character_file("/dev/null"));
 }

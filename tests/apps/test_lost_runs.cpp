@@ -1,12 +1,21 @@
-// Runs that lost their work, or said something untrue, in issue 43's probe. Each case failed
-// before its fix.
+// Runs that lost their work, or said something untrue, in issue 43's probe: a loss curve that grew
+// without bound, a --save folder found read-only after training, a full --metrics disk that threw
+// the run away, "ppl inf" with exit 0, and messages that sent the user to the wrong fault. Each
+// case failed before its fix.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "core/backend.h"
+#include "core/io/safetensors.h"
+#include "core/ops/elementwise.h"
+#include "lm/checkpoint.h"
 #include "programs.h"
 #include "tests/apps/crafted.h"
 
@@ -21,6 +30,28 @@ std::string tiny_train(const TempDir& dir) {
 }
 
 }  // namespace
+
+TEST_CASE("a --save folder that takes no files is refused before training", "[examples][hostile]") {
+  // Before: found by the first save, after the whole run. Root writes anywhere, so as root the
+  // programs run as nobody (setpriv), for whom the folder is read-only.
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string folder = dir.file("read-only");
+  std::filesystem::create_directory(folder);
+  REQUIRE(::chmod(folder.c_str(), 0555) == 0);
+  const std::string as_user =
+      ::geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
+  for (const std::string& program :
+       {tiny_train(dir) + " --eval-every 0 --steps 2",
+        kTrainCustom + " --data " + dir.path().string() + " --steps 2"}) {
+    const RunResult r = run(as_user + program + " --save " + folder + "/lm.safetensors");
+    INFO(program << "\n" << r.output);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Contains("--save " + folder + "/lm.safetensors: its folder " + folder +
+                                  " does not take new files: Permission denied"));
+    CHECK_THAT(r.output, !Contains("step 1"));
+  }
+}
 
 TEST_CASE("under a 1 GB address space the programs run, or fail naming the limit, never hang",
           "[examples][hostile]") {
