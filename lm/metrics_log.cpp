@@ -1,9 +1,13 @@
 #include "lm/metrics_log.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -11,13 +15,21 @@
 namespace kiln::lm {
 
 MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
-  file_ = std::fopen(path.c_str(), append ? "a" : "w");
-  KILN_CHECK(file_ != nullptr, "--metrics {}: cannot open it for writing: {}", path,
-             std::strerror(errno));
+  // O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) instead of blocking the program.
+  fd_ =
+      ::open(path.c_str(),
+             O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK | (append ? 0 : O_TRUNC), 0666);
+  KILN_CHECK(fd_ >= 0, "--metrics {}: cannot open it for writing: {}", path,
+             errno == ENXIO ? std::string("a FIFO with no reader") : std::strerror(errno));
+  if (::fcntl(fd_, F_SETFL, O_APPEND) != 0) {  // blocking writes from here on
+    const std::string reason = std::strerror(errno);
+    ::close(fd_);
+    fail("--metrics {}: cannot write to it: {}", path, reason);
+  }
 }
 
 MetricsLog::~MetricsLog() {
-  if (file_ != nullptr) std::fclose(file_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void MetricsLog::on_step(const Trainer&, const StepRecord& step) {
@@ -51,9 +63,21 @@ void MetricsLog::eval_row(std::int64_t step, std::string_view split, double loss
 }
 
 void MetricsLog::write(const std::string& line) {
-  const bool ok = std::fputs(line.c_str(), file_) >= 0 && std::fputc('\n', file_) != EOF &&
-                  std::fflush(file_) == 0;
-  KILN_CHECK(ok, "--metrics {}: write failed: {}", path_, std::strerror(errno));
+  const std::string row = line + "\n";
+  // Where the row starts, to take back a part of it (lseek fails, harmlessly, on a pipe).
+  const off_t start = ::lseek(fd_, 0, SEEK_END);
+  ssize_t written;
+  do {
+    written = ::write(fd_, row.data(), row.size());
+  } while (written < 0 && errno == EINTR);
+  if (written == static_cast<ssize_t>(row.size())) return;
+  const std::string reason =
+      written < 0 ? std::strerror(errno)
+                  : fmt::format("only {} of the row's {} bytes were written (is the disk full?)",
+                                written, row.size());
+  const bool taken_back = written <= 0 || (start >= 0 && ::ftruncate(fd_, start) == 0);
+  fail("--metrics {}: write failed: {}{}", path_, reason,
+       taken_back ? "" : " (the cut row stays in the file)");
 }
 
 }  // namespace kiln::lm

@@ -1,6 +1,8 @@
 // MetricsLog: a training run's metrics as JSON Lines (train_lm's --metrics file), an observer of
-// lm::Trainer: one object per line, flushed as written so that a live run can be followed and an
-// interrupted one keeps every row.
+// lm::Trainer: one object per line, each written by one write() to a file opened for appending,
+// so that a live run can be followed, an interrupted one keeps every row, and no line is ever
+// cut: a write that fails part-way (a full disk) is taken back before the error is thrown. A
+// data-parallel run writes it on rank 0 alone.
 //
 //   {"step": 100, "split": "train", "loss": 5.61, "ppl": 273.1, "lr": 0.001,
 //    "tokens_per_s": 5120.4, "elapsed_s": 41.3}          every log_every steps (finite loss)
@@ -16,7 +18,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -26,7 +27,8 @@ namespace kiln::lm {
 
 class MetricsLog : public TrainObserver {
  public:
-  // Opens path, truncating it, or appending to it (a resumed run continues the file).
+  // Opens path, truncating it, or appending to it (a resumed run continues the file); errors
+  // name --metrics. A FIFO must have a reader already (opening it would wait for one).
   MetricsLog(const std::string& path, bool append);
   ~MetricsLog() override;
   MetricsLog(const MetricsLog&) = delete;
@@ -42,7 +44,7 @@ class MetricsLog : public TrainObserver {
   void write(const std::string& line);
 
   std::string path_;
-  std::FILE* file_ = nullptr;
+  int fd_ = -1;
   IntervalMeter interval_;  // the steps since the last train row
 };
 

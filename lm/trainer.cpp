@@ -239,7 +239,26 @@ std::int64_t Trainer::total_steps() const {
 }
 
 void Trainer::notify(const std::function<void(TrainObserver&)>& call) const {
-  for (TrainObserver* observer : observers_) call(*observer);
+  for (TrainObserver* observer : observers_) {
+    try {
+      call(*observer);
+    } catch (const std::exception&) {
+      if (!observer_error_) observer_error_ = std::current_exception();
+    }
+  }
+}
+
+void Trainer::throw_observer_error() const {
+  if (!observer_error_) return;
+  try {
+    std::rethrow_exception(observer_error_);
+  } catch (const std::exception& e) {
+    fail("{}; training stopped at step {}{}", e.what(), state_.step,
+         options_.save.empty() ? std::string(" (no --save: nothing saved)")
+         : rank_ == 0 ? fmt::format(" and saved its state to {} (continue with --resume {})",
+                                    options_.save, options_.save)
+                      : std::string());
+  }
 }
 
 void Trainer::message(const std::string& text) const {
@@ -250,10 +269,12 @@ double Trainer::elapsed() const { return elapsed_before_ + train_seconds_ + vali
 
 Trainer::Boundary Trainer::agree_at_boundary() const {
   const bool over_budget = options_.time_budget > 0 && train_seconds_ >= options_.time_budget;
-  if (world_ == 1) return {.stop_requested = stop_requested(), .over_time_budget = over_budget};
+  // An observer's failure stops the run as a request does (finish() then saves and throws it).
+  const bool stop = stop_requested() || observer_error_ != nullptr;
+  if (world_ == 1) return {.stop_requested = stop, .over_time_budget = over_budget};
   // Any rank's request stops them all. So does any rank's clock: each measures its own time, and
   // ranks that disagreed would leave the others waiting in the next step's collectives.
-  std::array<std::int64_t, 2> flags = {stop_requested() ? 1 : 0, over_budget ? 1 : 0};
+  std::array<std::int64_t, 2> flags = {stop ? 1 : 0, over_budget ? 1 : 0};
   options_.communicator->allreduce(std::span<std::int64_t>(flags), dist::ReduceOp::max);
   return {.stop_requested = flags[0] != 0, .over_time_budget = flags[1] != 0};
 }
@@ -455,6 +476,7 @@ StopReason Trainer::train() {
 std::optional<FinalResult> Trainer::finish() {
   const auto interrupted = [&]() -> std::optional<FinalResult> {
     if (!options_.save.empty()) save();
+    throw_observer_error();
     return std::nullopt;
   };
   if (stop_agreed()) return interrupted();
@@ -465,6 +487,7 @@ std::optional<FinalResult> Trainer::finish() {
     if (!best_.empty() && !best_written_) save_best(state_.best_step, best_loss_);
     notify([&](TrainObserver& o) { o.on_save(*this, true); });
   }
+  throw_observer_error();
   if (options_.eval_every == 0) return FinalResult{.step = state_.step};
   // The best weights, evaluated in the model itself (it is done training).
   if (!best_.empty()) model_.load_state_dict(best_);
@@ -483,6 +506,7 @@ std::optional<FinalResult> Trainer::finish() {
              "perplexity to report (the run diverged; lower --lr)",
              result.step, result.valid.loss, result.test.loss);
   notify([&](TrainObserver& o) { o.on_final(*this, result); });
+  throw_observer_error();
   return result;
 }
 

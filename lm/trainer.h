@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -90,6 +91,11 @@ struct TrainerOptions {
 // grad_accum W (docs/distributed.md). The losses, the gradient norm and the update are the same
 // on every rank; stop requests are agreed on at step boundaries (a validation is then not cut
 // short); rank 0 writes the checkpoints, which hold the one data position every rank shares.
+//
+// Observers. An observer that throws (a --metrics disk that filled up, a loss curve that cannot
+// be written) does not lose the run: training stops at the next step boundary (on every rank),
+// finish() saves the state as a stop request would, and then throws that error, naming the step
+// and where the state went.
 
 // One finished step, as the log shows it.
 struct StepRecord {
@@ -133,7 +139,8 @@ class TrainObserver {
   // After every step (an observer that shows intervals keeps an lm::IntervalMeter).
   virtual void on_step(const Trainer&, const StepRecord&) {}
   virtual void on_validation(const Trainer&, const ValidationRecord&) {}
-  // A training checkpoint was written; the bool says it is finish()'s.
+  // A training checkpoint was written; the bool says it is finish()'s. Any hook may throw: see
+  // "Observers" above.
   virtual void on_save(const Trainer&, bool) {}
   virtual void on_final(const Trainer&, const FinalResult&) {}
   // Warnings and notes ("warning: ..." / "note: ...").
@@ -157,7 +164,9 @@ class Trainer {
   std::optional<ValidationRecord> validate();
   void save();
   StopReason train();
-  // nullopt when a stop request cut it short (the latest state is saved then).
+  // nullopt when a stop request cut it short (the latest state is saved then). Throws, after
+  // saving, when an observer failed (see "Observers" above), and when the weights give no finite
+  // perplexity.
   std::optional<FinalResult> finish();
 
   const TrainState& state() const { return state_; }
@@ -179,7 +188,10 @@ class Trainer {
   bool has_best() const { return !best_.empty(); }
 
  private:
+  // Calls every observer; the first failure is kept in observer_error_ (a stop request).
   void notify(const std::function<void(TrainObserver&)>& call) const;
+  // Throws the kept observer failure, if any, saying where training stopped.
+  void throw_observer_error() const;
   void message(const std::string& text) const;
   double elapsed() const;
   void find_resumed_best(const Checkpoint& resumed);
@@ -228,6 +240,7 @@ class Trainer {
   Batch probe_batch_;  // the first window: a finite-loss check before every save
   int rank_ = 0, world_ = 1;
   std::unique_ptr<dist::GradientSync> sync_;
+  mutable std::exception_ptr observer_error_;
 
   // The best-by-validation weights, on the CPU; in best_path_ when best_written_.
   std::string best_path_;

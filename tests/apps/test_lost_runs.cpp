@@ -31,6 +31,39 @@ std::string tiny_train(const TempDir& dir) {
 
 }  // namespace
 
+TEST_CASE("a full --metrics disk: the run saves its state, then fails naming --metrics",
+          "[examples][hostile]") {
+  // Before: exit 1 at the first metrics row, no checkpoint although --save's disk had room.
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string save = dir.file("lm.safetensors");
+  const RunResult r = run(tiny_train(dir) + " --eval-every 0 --log-every 5 --steps 20 --save " +
+                          save + " --metrics /dev/full");
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("--metrics /dev/full: write failed: No space left on device") &&
+                           Contains("training stopped at step 5") &&
+                           Contains("saved its state to " + save));
+  REQUIRE(std::filesystem::exists(save));
+  CHECK(load_safetensors(save).metadata.at("step") == "5");
+  // The saved state continues.
+  const RunResult on = run(tiny_train(dir) + " --eval-every 0 --steps 8 --resume " + save);
+  INFO(on.output);
+  CHECK(on.status == 0);
+  CHECK_THAT(on.output, Contains("resumed from " + save + " at step 5"));
+  // A FIFO nobody reads: refused at start-up, where opening it would wait for a reader.
+  const std::string fifo = dir.file("metrics.fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const RunResult unread =
+      run("timeout -s KILL 30 " + tiny_train(dir) + " --eval-every 0 --steps 2 --metrics " + fifo);
+  INFO(unread.output);
+  CHECK(unread.status == 1);
+  CHECK_THAT(unread.output, Contains("--metrics " + fifo +
+                                     ": cannot open it for writing: a FIFO "
+                                     "with no reader") &&
+                                !Contains("step 1"));
+}
+
 TEST_CASE("a --save folder that takes no files is refused before training", "[examples][hostile]") {
   // Before: found by the first save, after the whole run. Root writes anywhere, so as root the
   // programs run as nobody (setpriv), for whom the folder is read-only.
