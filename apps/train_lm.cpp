@@ -74,6 +74,9 @@ int train(int argc, char** argv) {
   const int threads = resumed && !given("--threads") ? saved_threads
                       : o.threads > 0                ? o.threads
                                                      : num_threads();
+  // Ranks started with other flags would train apart, or wait in collectives the others never
+  // run (--steps, --save-every): the first flag that differs is named, with the rank.
+  comm->check_same("a flag", options_text(o, threads));
   // Every file the run will write, before it trains for an hour to find one it cannot (rank 0
   // writes them all).
   std::optional<lm::MetricsLog> metrics;

@@ -7,14 +7,18 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <span>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/autograd.h"
 #include "core/build_info.h"
+#include "core/io/crc32.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduction.h"
 #include "core/philox.h"
+#include "data/token_hash.h"
 #include "optim/clip.h"
 
 namespace kiln::lm {
@@ -98,6 +102,67 @@ bool same_model(const Checkpoint& a, const Checkpoint& b) {
   return true;
 }
 
+// "<prefix>.<key> <value>" per key of a JSON object text (the text itself when it is not one):
+// a line per setting, so that a difference between ranks names the setting.
+std::string json_lines(const std::string& prefix, const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return prefix + " " + text + "\n";
+  std::string lines;
+  for (const auto& [key, value] : j.items())
+    lines += prefix + "." + key + " " + value.dump() + "\n";
+  return lines;
+}
+
+// Every setting the ranks of a run must share, a line each, named by its flag where programs
+// give it one.
+std::string settings_text(const TrainerOptions& o, const nn::LanguageModel& model) {
+  const ScheduleConfig& sc = o.schedule;
+  std::string text = fmt::format(
+      "kiln git {}\n--batch-size {}\n--seq-len {}\n--seed {}\n--grad-accum {}\n--clip {}\n"
+      "--shuffle {}\n--skip-nonfinite {}\n--precision {}\n--schedule {}\n--lr {}\n--warmup "
+      "{}\n--step-size {}\n--gamma {}\n--min-lr {}\n--factor {}\n--patience {}\n--decay-steps "
+      "{}\n--steps {}\n--epochs {}\n--time-budget {}\n--log-every {}\n--eval-every {}\n"
+      "--eval-batch-size {}\n--save-every {}\n--save {}\n--threads {}\n--device {}\n",
+      build_info().git, o.batch_size, o.seq_len, o.seed, o.grad_accum, o.clip, o.shuffle,
+      o.skip_nonfinite, precision_name(o.precision), schedule_kind_name(sc.kind), sc.lr,
+      sc.warmup_steps, sc.step_size, sc.gamma, sc.min_lr, sc.factor, sc.patience, o.decay_steps,
+      o.steps, o.epochs, o.time_budget, o.log_every, o.eval_every, o.eval_batch_size, o.save_every,
+      o.save.empty() ? "(none)" : o.save, o.threads,
+      o.device.is_cuda() ? "cuda" : "cpu");  // NCCL ranks use cuda:<local rank>
+  if (const std::string config = model.config_json(); !config.empty())
+    text += json_lines("config", config);
+  for (const auto& [key, value] : o.settings) text += json_lines(key, value);
+  return text;
+}
+
+// The corpus as the ranks compare it: each split's token count and TokenHash, and the
+// vocabulary's.
+std::string corpus_text(const Corpus& corpus) {
+  std::string text;
+  for (const char* split : {"train", "valid", "test"}) {
+    const std::vector<std::int64_t>& ids = corpus.split(split).ids;
+    TokenHash hash;
+    hash.add(std::span<const std::int64_t>(ids));
+    text += fmt::format("{} split: {} tokens, fingerprint {}\n", split, ids.size(), hash.hex());
+  }
+  TokenHash words;
+  for (const std::string& word : corpus.vocabulary().words()) words.add_text(word);
+  return text + fmt::format("vocabulary: {} words, fingerprint {}\n", corpus.vocabulary().size(),
+                            words.hex());
+}
+
+// The CRC-32 of tensors' names and bytes, in order.
+std::uint32_t tensors_crc(const NamedTensors& tensors) {
+  std::uint32_t crc = 0;
+  for (const auto& [name, tensor] : tensors) {
+    crc = crc32(name.data(), name.size(), crc);
+    const Tensor bytes = tensor.detach().contiguous().to(Device::cpu());
+    crc = crc32(bytes.raw_data(),
+                static_cast<std::size_t>(bytes.numel()) * dtype_size(bytes.dtype()), crc);
+  }
+  return crc;
+}
+
 std::int64_t saved_step(const Checkpoint& file) {
   const auto it = file.metadata.find("step");
   if (it == file.metadata.end()) return -1;
@@ -126,16 +191,16 @@ Trainer::Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Corpus& c
              "--grad-accum {}{} exceeds the {} windows of an epoch (a step never spans epochs)",
              options_.grad_accum, world_ > 1 ? fmt::format(" on {} ranks", world_) : "", windows());
   if (world_ > 1) {
-    // Ranks started with other settings, another model or another build would train apart.
-    std::string run = model_.config_json() + "\n" + build_info().git;
-    for (const auto& [key, value] : options_.settings) run += "\n" + key + " " + value;
-    options_.communicator->check_same("the run's settings", run);
+    agree_on_settings();
     sync_ = std::make_unique<dist::GradientSync>(*options_.communicator, optimizer_.parameters());
   }
   state_.decay_steps = options_.decay_steps > 0 ? options_.decay_steps
                        : options_.epochs > 0    ? options_.epochs * steps_per_epoch()
                                                 : options_.steps;
   state_.windows = windows();
+  state_.batch_size = options_.batch_size;
+  state_.seq_len = options_.seq_len;
+  state_.step_windows = options_.grad_accum * world_;
   state_.shuffle_seed = options_.seed;
   state_.threads = options_.threads;
   state_.world_size = world_;
@@ -170,12 +235,24 @@ void Trainer::resume(const Checkpoint& resumed) {
     state_.decay_steps = decay_steps;
   }
   state_.threads = options_.threads;
-  if (state_.world_size != world_)
+  // A step's windows decide its update: 2 ranks x grad_accum 1 and 1 rank x grad_accum 2 train
+  // alike, bit for bit (docs/distributed.md). Files without the count compare the ranks.
+  const std::int64_t step_windows = options_.grad_accum * world_;
+  if (state_.step_windows > 0 && state_.step_windows != step_windows)
+    message(fmt::format(
+        "warning: a step of {}'s run took {} windows ({} rank(s) x --grad-accum {}) and this "
+        "run's takes {} ({} rank(s) x --grad-accum {}): the run differs from an uninterrupted one",
+        resumed.path, state_.step_windows, state_.world_size,
+        state_.step_windows / state_.world_size, step_windows, world_, options_.grad_accum));
+  if (state_.step_windows == 0 && state_.world_size != world_)
     message(fmt::format(
         "warning: {} was trained with {} rank(s) and this run has {}: a step now takes {} "
         "windows, and the run differs from an uninterrupted one",
-        resumed.path, state_.world_size, world_, options_.grad_accum * world_));
+        resumed.path, state_.world_size, world_, step_windows));
   state_.world_size = world_;
+  state_.batch_size = options_.batch_size;
+  state_.seq_len = options_.seq_len;
+  state_.step_windows = step_windows;
   optimizer_.load_state_dict(read_optimizer_state(resumed, optimizer_.name()));
   schedule().load_state(state_.schedule);
   order_ = batches_.epoch_order(state_.shuffle_seed, state_.position.epoch, options_.shuffle);
@@ -259,6 +336,34 @@ void Trainer::throw_observer_error() const {
                                     options_.save, options_.save)
                       : std::string());
   }
+}
+
+void Trainer::agree_on_settings() const {
+  // The corpus first: it sizes the model's vocabulary, which the settings hold.
+  options_.communicator->check_same("the corpus", corpus_text(corpus_),
+                                    "every rank must read the same corpus (--data)");
+  options_.communicator->check_same("a setting of the run", settings_text(options_, model_),
+                                    "every rank must run the same binary with the same flags");
+}
+
+void Trainer::agree_on_state() {
+  if (state_agreed_ || world_ == 1) return;
+  state_agreed_ = true;
+  const ScheduleState schedule_state = schedule().state();
+  const OptimizerState optimizer_state = optimizer_.state_dict();
+  const NamedTensors weights = model_.state_dict();
+  const std::string state = fmt::format(
+      "model weights: {} tensors, CRC-32 {:08x}\noptimizer state: step {}, {} tensors, CRC-32 "
+      "{:08x}\nstep {}\ndata position: epoch {}, window {}\ndecay steps {}\ndropout seed {}, "
+      "{}\nschedule: lr {}, best loss {}, bad validations {}\nbest step {}\n",
+      weights.size(), tensors_crc(weights), optimizer_state.step, optimizer_state.tensors.size(),
+      tensors_crc(optimizer_state.tensors), state_.step, state_.position.epoch,
+      state_.position.index, state_.decay_steps, state_.dropout_seed,
+      state_.dropout_keyed ? std::string("keyed") : fmt::format("offset {}", state_.dropout_offset),
+      schedule_state.lr, schedule_state.best_loss, schedule_state.bad_evals, state_.best_step);
+  options_.communicator->check_same(
+      "the run's state", state,
+      "every rank must start from the same state: the same --resume checkpoint, or none");
 }
 
 void Trainer::message(const std::string& text) const {
@@ -347,6 +452,7 @@ std::int64_t Trainer::advance(const StepWindows& windows) {
 // the sums over the ranks, the clipped update, the data position; then the record the observers
 // see.
 StepRecord Trainer::step() {
+  agree_on_state();
   const auto start = Clock::now();
   const double lr = schedule().lr(state_.step, state_.decay_steps);
   optimizer_.set_lr(lr);
@@ -401,6 +507,7 @@ EvalOptions Trainer::eval_options() const {
 }
 
 std::optional<ValidationRecord> Trainer::validate() {
+  agree_on_state();
   const EvalResult r = evaluate(model_, corpus_.valid().ids, eval_options());
   valid_seconds_ += r.seconds;
   if (!r.complete) return std::nullopt;
@@ -459,6 +566,7 @@ void Trainer::save() {
 
 StopReason Trainer::train() {
   schedule();  // a schedule without a length is an error before the first step
+  agree_on_state();
   for (Boundary boundary; !(boundary = agree_at_boundary()).stop_requested;) {
     if (options_.steps > 0 && state_.step >= options_.steps) return StopReason::steps;
     if (options_.epochs > 0 && state_.position.epoch >= options_.epochs) return StopReason::epochs;
@@ -474,6 +582,7 @@ StopReason Trainer::train() {
 }
 
 std::optional<FinalResult> Trainer::finish() {
+  agree_on_state();
   const auto interrupted = [&]() -> std::optional<FinalResult> {
     if (!options_.save.empty()) save();
     throw_observer_error();

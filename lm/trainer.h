@@ -92,6 +92,16 @@ struct TrainerOptions {
 // on every rank; stop requests are agreed on at step boundaries (a validation is then not cut
 // short); rank 0 writes the checkpoints, which hold the one data position every rank shares.
 //
+// Start-up agreement: ranks that would train apart stop before the first step, every rank with
+// a kiln::Error naming what differs and the first rank that differs from rank 0
+// (Communicator::check_same). The constructor compares the settings (the model's config, every
+// option below that must match, such as steps, save_every, threads, grad_accum, seq_len,
+// batch_size, seed and the schedule, and the program's saved settings) and the corpus (a
+// TokenHash of each split's token ids and of the vocabulary, data/token_hash.h); the first step
+// (or validation, or finish) compares the state: the resume point, the schedule's state and a
+// CRC-32 of the weights and of the optimizer state (so ranks resumed from different checkpoints
+// are caught).
+//
 // Observers. An observer that throws (a --metrics disk that filled up, a loss curve that cannot
 // be written) does not lose the run: training stops at the next step boundary (on every rank),
 // finish() saves the state as a stop request would, and then throws that error, naming the step
@@ -192,6 +202,9 @@ class Trainer {
   void notify(const std::function<void(TrainObserver&)>& call) const;
   // Throws the kept observer failure, if any, saying where training stopped.
   void throw_observer_error() const;
+  // The start-up agreement of the ranks (see above): the settings and corpus, then the state.
+  void agree_on_settings() const;
+  void agree_on_state();
   void message(const std::string& text) const;
   double elapsed() const;
   void find_resumed_best(const Checkpoint& resumed);
@@ -240,6 +253,7 @@ class Trainer {
   Batch probe_batch_;  // the first window: a finite-loss check before every save
   int rank_ = 0, world_ = 1;
   std::unique_ptr<dist::GradientSync> sync_;
+  bool state_agreed_ = false;  // the ranks compared their state (agree_on_state)
   mutable std::exception_ptr observer_error_;
 
   // The best-by-validation weights, on the CPU; in best_path_ when best_written_.

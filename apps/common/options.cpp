@@ -32,6 +32,9 @@ struct Field {
   FlagRange range = {};  // numeric settings only (apps/common/flags.h)
   // A string setting added after checkpoints were written without it: their value.
   const char* unsaved = nullptr;
+  // Overriding it on resume earns no note here: lm::Trainer tells whether the run changed
+  // (--grad-accum: 2 ranks x 1 and 1 rank x 2 train alike).
+  bool trainer_notes = false;
 };
 
 // The flag rule of a model field (nn/config_fields.h).
@@ -80,11 +83,12 @@ void for_each_saved(Options& o, F&& f) {
           {},
           {.min = 0, .zero = "no clipping"}},
     o.clip);
-  f(Field{"--grad-accum",
-          training,
-          "windows whose gradients are averaged into one step (at most the windows of an epoch)",
-          {},
-          positive},
+  f(Field{.flag = "--grad-accum",
+          .kind = training,
+          .help = "windows whose gradients are averaged into one step (at most the windows of an "
+                  "epoch)",
+          .range = positive,
+          .trainer_notes = true},
     o.grad_accum);
   f(Field{"--shuffle", training, "visit the windows in a shuffled order each epoch"}, o.shuffle);
   f(Field{"--schedule",
@@ -351,6 +355,7 @@ std::vector<std::string> merge_saved_options(TrainOptions& o,
                "{} {} disagrees with the checkpoint's {} ({}): drop the flag to continue that "
                "run, or start a new one without --resume",
                field.flag, mine, theirs, source);
+    if (field.trainer_notes) return;
     notes.push_back(
         fmt::format("{} {} overrides the checkpoint's {}: the run will differ from an "
                     "uninterrupted one",
@@ -364,6 +369,22 @@ std::int64_t saved_seq_len(std::string_view saved_json) {
   if (!saved.is_object()) return 0;
   const auto it = saved.find("seq_len");
   return it != saved.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
+}
+
+std::string options_text(const TrainOptions& o, int threads) {
+  std::string text = fmt::format("--data {}\n--save {}\n--resume {}\n--metrics {}\n--device {}\n",
+                                 o.data, o.save, o.resume, o.metrics, o.device);
+  for_each_run_number(o, [&](const char* flag, const char*, const FlagRange&, const auto& member) {
+    if (std::string_view(flag) != "--threads") text += fmt::format("{} {}\n", flag, member);
+  });
+  text += fmt::format("--threads {}\n", threads);
+  for_each_model_field([&](const nn::ConfigField& field) {
+    text += fmt::format("{} {}\n", field.flag, field.text(o.model));
+  });
+  for_each_saved(o, [&](const Field& field, const auto& member) {
+    text += fmt::format("{} {}\n", field.flag, nlohmann::json(member).dump());
+  });
+  return text;
 }
 
 std::string checkpoint_precision(const Metadata& metadata) {

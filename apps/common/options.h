@@ -104,6 +104,10 @@ std::vector<std::string> merge_saved_options(TrainOptions& options,
 
 // The training window length T a checkpoint's "train" entry records, or 0 if it has none.
 std::int64_t saved_seq_len(std::string_view saved_json);
+
+// Every setting of a run, one "--flag value" line each, --threads as the run's count (threads):
+// what the ranks of a data-parallel run compare at start-up, so a difference names its flag.
+std::string options_text(const TrainOptions& options, int threads);
 // The --precision a checkpoint's metadata records in its "train" entry: "f32" or "bf16"; "f32"
 // when absent (checkpoints written before the flag, or by other programs) or not one of them.
 std::string checkpoint_precision(const Metadata& metadata);

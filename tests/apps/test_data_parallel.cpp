@@ -11,9 +11,17 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <string>
 #include <thread>
+#include <tuple>
+#include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/io/safetensors.h"
+#include "core/ops/elementwise.h"
 #include "distributed/communicator.h"
+#include "tests/apps/crafted.h"
 #include "tests/apps/programs.h"
 #include "tests/harness/paths.h"
 
@@ -150,7 +158,19 @@ TEST_CASE("dist: train_lm on N ranks equals one process with --grad-accum N, bit
   const RunResult other = run(kTrainLm + " --data " + dir.path().string() + " --resume " +
                               dir.file("first.safetensors") + " --steps 6");
   CHECK(other.status == 0);
-  CHECK_THAT(other.output, Contains("was trained with " + n + " rank(s) and this run has 1"));
+  CHECK_THAT(other.output, Contains("run took " + n + " windows (" + n +
+                                    " rank(s) x --grad-accum 1) and this run's takes 1 (1 "
+                                    "rank(s) x --grad-accum 1)"));
+  // One process with --grad-accum N takes the same step as N ranks: it continues the run bit for
+  // bit, and nothing says it differs (before: a warning that it did, and a note).
+  const RunResult accum = run(kTrainLm + " --data " + dir.path().string() + " --resume " +
+                              dir.file("first.safetensors") + " --grad-accum " + n +
+                              " --steps 12 --save " + dir.file("accum.safetensors"));
+  INFO(accum.output);
+  REQUIRE(accum.status == 0);
+  CHECK_THAT(accum.output, !Contains("warning") && !Contains("differ"));
+  check_same_tensors(load_safetensors(dir.file("accum.safetensors")),
+                     load_safetensors(dir.file("single.safetensors")));
 }
 
 TEST_CASE("dist: a checkpoint from before keyed dropout masks resumes on 2 ranks with keyed ones") {
@@ -178,7 +198,141 @@ TEST_CASE("dist: ranks started with other flags stop with a message naming the d
           " --threads 1 --steps 2 --lr $((OMPI_COMM_WORLD_RANK + 1))e-3'");
   INFO(r.output);
   CHECK(r.status != 0);
-  CHECK_THAT(r.output, Contains("differs between ranks") && Contains("rank 1"));
+  CHECK_THAT(r.output, Contains("a flag differs between ranks: rank 1 has '--lr 0.002' where "
+                                "rank 0 has '--lr 0.001'"));
+}
+
+TEST_CASE("dist: a flag that differs between ranks is named with the rank, at start-up") {
+  // Before: --steps or --save-every on one rank ended in "MPI_Test failed: MPI_ERR_TRUNCATE"
+  // when the ranks' collectives parted, --resume on one rank alike, and --threads silently.
+  if (skip_without_mpi()) return;
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string base = " --data " + dir.path().string() + " " + kTinyFlags +
+                           " --eval-every 0 --save " + dir.file("lm.safetensors");
+  REQUIRE(run(kTrainLm + base + " --threads 1 --steps 2").status == 0);
+  // Rank 1's flags, through the shell's $OMPI_COMM_WORLD_RANK: (rank 0's, rank 1's, the line).
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"--threads 1 --steps 10", "--threads 1 --steps 5",
+       "'--steps 5' where rank 0 has '--steps 10'"},
+      {"--threads 1 --steps 10", "--threads 1 --steps 10 --save-every 2",
+       "'--save-every 2' where rank 0 has '--save-every 0'"},
+      {"--threads 1 --steps 10", "--threads 1 --steps 10 --resume " + dir.file("lm.safetensors"),
+       "'--resume " + dir.file("lm.safetensors") + "' where rank 0 has '--resume '"},
+      {"--threads 1 --steps 10", "--threads 2 --steps 10",
+       "'--threads 2' where rank 0 has '--threads 1'"},
+  };
+  for (const auto& [rank0, rank1, named] : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    const RunResult r =
+        run(mpirun(2) + "sh -c 'if [ $OMPI_COMM_WORLD_RANK = 0 ]; then exec " + kTrainLm + base +
+            " " + rank0 + "; else exec " + kTrainLm + base + " " + rank1 + "; fi'");
+    INFO(rank1 << "\n" << r.output);
+    CHECK(r.status != 0);
+    CHECK_THAT(r.output, Contains("a flag differs between ranks: rank 1 has " + named));
+    CHECK_THAT(r.output, !Contains("MPI_ERR_TRUNCATE") && !Contains("step 1/"));
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+  }
+}
+
+TEST_CASE("dist: ranks resumed from different checkpoints stop at start-up") {
+  // Before: the same step and flags with other weights trained silently, exit 0.
+  if (skip_without_mpi()) return;
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string checkpoint = dir.file("lm.safetensors");
+  REQUIRE(run(kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
+              " --threads 1 --eval-every 0 --steps 4 --save " + checkpoint)
+              .status == 0);
+  // Each rank resumes "lm.safetensors" in a folder of its own: the same flags, and in r1 either a
+  // copy of the same file or the same state with one weight changed.
+  std::filesystem::create_directories(dir.path() / "r0");
+  std::filesystem::create_directories(dir.path() / "r1");
+  std::filesystem::copy_file(checkpoint, dir.path() / "r0" / "lm.safetensors");
+  const std::string job = mpirun(2) + "sh -c 'cd " + dir.path().string() +
+                          "/r$OMPI_COMM_WORLD_RANK && exec " + kTrainLm + " --data " +
+                          dir.path().string() + " --resume lm.safetensors --steps 6'";
+  std::filesystem::copy_file(checkpoint, dir.path() / "r1" / "lm.safetensors");
+  const RunResult same = run(job);
+  INFO(same.output);
+  CHECK(same.status == 0);
+  std::filesystem::remove(dir.path() / "r1" / "lm.safetensors");
+  rewrite_checkpoint(checkpoint, (dir.path() / "r1" / "lm.safetensors").string(),
+                     [](Metadata&, NamedTensors& tensors) {
+                       for (auto& [name, tensor] : tensors)
+                         if (name == "embedding.weight") tensor = tensor * 1.5;
+                     });
+  const RunResult r = run(job);
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.output,
+             Contains("the run's state differs between ranks: rank 1 has 'model weights:") &&
+                 Contains("the same --resume checkpoint"));
+  CHECK_THAT(r.output, !Contains("step 5/"));
+}
+
+TEST_CASE("dist: ranks given different corpora stop at start-up, naming the split") {
+  // Before: two lines swapped on one rank trained silently; a train.txt twice as long stalled
+  // the job at the epoch's end until the watchdog blamed the network.
+  if (skip_without_mpi()) return;
+  TempDir dir;
+  for (const char* rank : {"c0", "c1"}) {
+    std::filesystem::create_directories(dir.path() / rank);
+    write_tiny_corpus((dir.path() / rank).string());
+  }
+  const std::filesystem::path train = dir.path() / "c1" / "train.txt";
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(train);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  const std::string job = mpirun(2) + "sh -c 'cd " + dir.path().string() +
+                          "/c$OMPI_COMM_WORLD_RANK && exec " + kTrainLm + " --data . " +
+                          kTinyFlags + " --threads 1 --eval-every 0 --steps 20'";
+  const auto write_train = [&](int copies, bool swap) {
+    std::vector<std::string> text = lines;
+    if (swap) std::swap(text[3], text[4]);
+    std::ofstream out(train);
+    for (int c = 0; c < copies; ++c)
+      for (const std::string& line : text) out << line << "\n";
+  };
+  for (const auto& [copies, swap, named] :
+       {std::tuple{1, true, "train split: 1760 tokens"}, {2, false, "train split: 3520 tokens"}}) {
+    write_train(copies, swap);
+    const auto start = std::chrono::steady_clock::now();
+    const RunResult r = run(job);
+    INFO(r.output);
+    CHECK(r.status != 0);
+    CHECK_THAT(r.output, Contains("the corpus differs between ranks: rank 1 has '") &&
+                             Contains(named) && Contains("every rank must read the same corpus"));
+    CHECK_THAT(r.output, !Contains("KILN_DIST_TIMEOUT") && !Contains("step 1/"));
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+  }
+}
+
+TEST_CASE("dist: --metrics of a 2-rank run holds whole JSON lines, written by rank 0") {
+  // Before: both ranks appended to the file, and in 3 of 3 runs 2-4 lines were not JSON.
+  if (skip_without_mpi()) return;
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string metrics = dir.file("metrics.jsonl");
+  const RunResult r =
+      run(mpirun(2) + kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
+          " --threads 1 --log-every 1 --eval-every 5 --steps 12 " + "--metrics " + metrics);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  std::ifstream in(metrics);
+  int train = 0, valid = 0, test = 0;
+  for (std::string line; std::getline(in, line);) {
+    INFO(line);
+    const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
+    REQUIRE(row.is_object());
+    const std::string split = row.at("split");
+    train += split == "train", valid += split == "valid", test += split == "test";
+  }
+  CHECK(train == 12);
+  CHECK(valid == 3);  // steps 5, 10 and the final 12
+  CHECK(test == 1);
 }
 
 TEST_CASE("dist: SIGINT or SIGTERM to kiln-mpirun makes the ranks save once and the job exit 0") {
@@ -238,11 +392,11 @@ TEST_CASE("dist: ranks stop together at the time budget, which any rank's clock 
   if (skip_without_mpi()) return;
   TempDir dir;
   write_tiny_corpus(dir.path().string());
-  // Each rank measures its own time (here with its own thread count); they must still stop at
-  // one step, or the first to stop would leave the other waiting in a collective.
+  // Each rank measures its own time; they must still stop at one step, or the first to stop
+  // would leave the other waiting in a collective.
   const RunResult r =
       run(mpirun(2) + "sh -c '" + kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
-          " --threads $((OMPI_COMM_WORLD_RANK + 1)) --time-budget 1 "
+          " --threads 1 --time-budget 1 "
           "--eval-every 0 --save " +
           dir.file("lm.safetensors") + "'");
   INFO(r.output);
