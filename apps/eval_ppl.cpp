@@ -14,7 +14,6 @@
 // separately labelled line, "<split> ppl (stride S) <x>", from sliding windows that score each
 // target once with more left context. The text is read with the checkpoint's vocabulary: words
 // it lacks become <unk> and are counted.
-#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -117,8 +116,9 @@ int eval(int argc, char** argv) {
       fmt::print(stderr, "eval_ppl: interrupted by {}\n", signal_name(stop_signal()));
       return false;
     }
-    // A NaN perplexity with exit 0 would pass for a result.
-    KILN_CHECK(std::isfinite(r.loss),
+    // A NaN perplexity, or an infinite one from a huge finite loss, with exit 0 would pass for
+    // a result.
+    KILN_CHECK(lm::has_perplexity(r.loss),
                "{}: the loss{} on {} is {}: the weights give no usable perplexity (a diverged or "
                "corrupt checkpoint?)",
                checkpoint_path, suffix, split, r.loss);

@@ -133,4 +133,6 @@ EvalResult evaluate(nn::LanguageModel& model, const std::vector<std::int64_t>& t
 
 std::string format_ppl(double loss) { return fmt::format("{:.2f}", std::exp(loss)); }
 
+bool has_perplexity(double loss) { return std::isfinite(std::exp(loss)); }
+
 }  // namespace kiln::lm

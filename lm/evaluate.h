@@ -51,5 +51,8 @@ EvalResult evaluate(nn::LanguageModel& model, const std::vector<std::int64_t>& t
 
 // exp(loss) as "{:.2f}": fixed notation, never an exponent.
 std::string format_ppl(double loss);
+// Whether a loss has a perplexity to report: exp(loss) finite (a loss below about 709.78 nats).
+// A diverged run's finite loss of 4e8 nats would print "ppl inf".
+bool has_perplexity(double loss);
 
 }  // namespace kiln::lm

@@ -609,9 +609,10 @@ std::optional<FinalResult> Trainer::finish() {
                                       : evaluate(model_, corpus_.valid().ids, eval);
   result.test = evaluate(model_, corpus_.test().ids, eval);
   if (!result.valid.complete || !result.test.complete) return std::nullopt;
-  // A diverged model has no perplexity to report, and exit 0 would say it has.
-  KILN_CHECK(std::isfinite(result.valid.loss) && std::isfinite(result.test.loss),
-             "the weights of step {} give a valid loss of {} and a test loss of {}: no "
+  // A diverged model has no perplexity to report, and exit 0 would say it has: a NaN loss, or a
+  // finite one whose exp overflows ("ppl inf").
+  KILN_CHECK(has_perplexity(result.valid.loss) && has_perplexity(result.test.loss),
+             "the weights of step {} give a valid loss of {} and a test loss of {}: no finite "
              "perplexity to report (the run diverged; lower --lr)",
              result.step, result.valid.loss, result.test.loss);
   notify([&](TrainObserver& o) { o.on_final(*this, result); });

@@ -86,6 +86,64 @@ TEST_CASE("a --save folder that takes no files is refused before training", "[ex
   }
 }
 
+TEST_CASE("a diverged run's loss curve stays small, and its state is saved",
+          "[examples][hostile]") {
+  // --lr 1000: a validation loss of about 4e8 nats. Before: one grid line per decade of
+  // perplexity, 1.9e8 of them: std::bad_alloc under a 4 GB address space, only .best written.
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string save = dir.file("lm.safetensors");
+  const RunResult r = run("timeout -s KILL 120 " + tiny_train(dir) +
+                          " --steps 30 --eval-every 10 --lr 1000 --save " + save);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("no finite perplexity to report") && !Contains("bad_alloc"));
+  CHECK_THAT(r.output, !Contains("valid ppl inf") && !Contains("test ppl inf"));
+  CHECK(load_safetensors(save).metadata.at("step") == "30");
+  CHECK(std::filesystem::file_size(dir.file("lm.curve.svg")) < 16 * 1024);
+}
+
+TEST_CASE("a resumed history of 1e308 and -1e308 draws its curve and ends", "[examples][hostile]") {
+  // Before: the grid's loop added 1 to -4e307, which never changes it: a hang deaf to SIGTERM,
+  // memory rising past 1.8 GB.
+  TempDir dir;
+  const std::string base = train_base_checkpoint(dir);
+  const std::string crafted = dir.file("extreme.safetensors");
+  rewrite_checkpoint(base, crafted, [](Metadata& m, NamedTensors&) {
+    set_json_field(m, "history", "train", "[[1, 1e308], [2, -1e308]]");
+  });
+  const std::string save = dir.file("on.safetensors");
+  const RunResult r = run("timeout -s KILL 60 " + kTrainLm + " --data " + dir.path().string() +
+                          " --time-budget 0 --steps 4 --resume " + crafted + " --save " + save);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(std::filesystem::file_size(dir.file("on.curve.svg")) < 16 * 1024);
+}
+
+TEST_CASE("a perplexity that overflows is an error, never \"ppl inf\" with exit 0",
+          "[examples][hostile]") {
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  // train_lm's final lines, without --save (before: "valid ppl inf", exit 0).
+  const RunResult train = run(tiny_train(dir) + " --steps 30 --eval-every 10 --lr 1000");
+  INFO(train.output);
+  CHECK(train.status == 1);
+  CHECK_THAT(train.output, Contains("no finite perplexity to report"));
+  CHECK_THAT(train.output, !Contains("valid ppl inf") && !Contains("test ppl inf"));
+  // eval_ppl on weights whose loss is finite and far above 710 nats: exp overflows.
+  const std::string base = train_base_checkpoint(dir);
+  const std::string huge = dir.file("huge.safetensors");
+  rewrite_checkpoint(base, huge, [](Metadata&, NamedTensors& tensors) {
+    for (auto& [name, tensor] : tensors)
+      if (name == "embedding.weight") tensor = tensor * 1e4;
+  });
+  const RunResult eval = run(kEvalPpl + " --data " + dir.path().string() + " --checkpoint " + huge);
+  INFO(eval.output);
+  CHECK(eval.status == 1);
+  CHECK_THAT(eval.output, Contains(huge) && Contains("no usable perplexity"));
+  CHECK_THAT(eval.output, !Contains("ppl inf"));
+}
+
 TEST_CASE("under a 1 GB address space the programs run, or fail naming the limit, never hang",
           "[examples][hostile]") {
 #if defined(__SANITIZE_ADDRESS__)
