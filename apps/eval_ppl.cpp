@@ -24,11 +24,11 @@
 #include "apps/common/flags.h"
 #include "apps/common/options.h"
 #include "apps/common/program.h"
+#include "apps/common/signals.h"
 #include "core/autocast.h"
 #include "core/build_info.h"
 #include "core/threads.h"
 #include "data/corpus.h"
-#include "apps/common/signals.h"
 #include "lm/evaluate.h"
 #include "lm/train_state.h"
 #include "lm/transformer_checkpoint.h"
@@ -72,14 +72,17 @@ int eval(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   const std::string dir = resolve_data_dir(data.empty() ? std::nullopt : std::optional(data));
-  KILN_CHECK(!std::filesystem::is_regular_file(dir),
-             "--data {}: a file, not a folder; give the folder that holds valid.txt and test.txt",
-             dir);
+  try {
+    check_data_folder(dir);
+  } catch (const Error& e) {
+    fail("--data {}: {}", dir, e.what());
+  }
   const lm::TransformerCheckpoint ckpt = lm::read_transformer_checkpoint(checkpoint_path);
   const auto train_entry = ckpt.metadata.find("train");
-  const std::int64_t T = seq_len > 0                          ? seq_len
-                         : train_entry != ckpt.metadata.end() ? saved_seq_len(train_entry->second)
-                                                              : 0;
+  const std::int64_t T = seq_len > 0 ? seq_len
+                         : train_entry != ckpt.metadata.end()
+                             ? saved_seq_len(train_entry->second, checkpoint_path)
+                             : 0;
   KILN_CHECK(T > 0, "--seq-len: {} does not record its training window length; give --seq-len",
              checkpoint_path);
   KILN_CHECK(T <= ckpt.config.max_seq_len, "--seq-len {} exceeds the model's max_seq_len {}", T,
@@ -103,6 +106,11 @@ int eval(int argc, char** argv) {
       tokenize_file_fixed(std::filesystem::path(dir) / (split + ".txt"), ckpt.vocabulary);
   fmt::print("data {}/{}.txt: {} tokens | {} words not in the vocabulary read as <unk>\n", dir,
              split, text.ids.size(), text.unknown);
+  if (text.byte_order_mark)
+    fmt::print(
+        "note: {}/{}.txt begins with a UTF-8 byte-order mark, skipped (it marks the "
+        "encoding, it is not part of the first word)\n",
+        dir, split);
   if (text.ids.size() == static_cast<std::size_t>(text.lines))
     fmt::print(
         "warning: {}/{}.txt has {} lines but no words: the perplexity scores line ends "

@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
     if (!resume.empty()) resumed = lm::read_checkpoint(resume);
     const std::string dir = resolve_data_dir(data.empty() ? std::nullopt : std::optional(data));
     const Corpus corpus = resumed ? Corpus(dir, resumed->vocabulary) : Corpus(dir);
+    print_byte_order_marks(corpus, dir);
 
     manual_seed(1);
     NeuralBigram model(corpus.vocabulary().size(), 64);

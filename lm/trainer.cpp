@@ -213,11 +213,24 @@ Trainer::Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Corpus& c
 void Trainer::resume(const Checkpoint& resumed) {
   const std::int64_t decay_steps = state_.decay_steps;
   state_ = read_train_state(resumed);
+  // The model first: a checkpoint of another model (train_lm's, resumed by another program) has
+  // other windows too, and "not the same corpus" would send its user to the wrong file.
+  try {
+    model_.load_state_dict(resumed.model);
+  } catch (const Error& e) {
+    fail("--resume {}: it holds another model than this run's: {}", resumed.path, e.what());
+  }
+  const bool same_layout = state_.batch_size == 0 || (state_.batch_size == options_.batch_size &&
+                                                      state_.seq_len == options_.seq_len);
+  KILN_CHECK(same_layout,
+             "--resume {}: its windows are B {} x T {} and this run's B {} x T {}: the data "
+             "position belongs to that layout (give its --batch-size and --seq-len)",
+             resumed.path, state_.batch_size, state_.seq_len, options_.batch_size,
+             options_.seq_len);
   KILN_CHECK(state_.windows == windows(),
-             "--resume {}: the run had {} windows per epoch but this corpus gives {}: not the "
-             "same corpus",
-             resumed.path, state_.windows, windows());
-  model_.load_state_dict(resumed.model);
+             "--resume {}: the run had {} windows of B {} x T {} per epoch but this corpus gives "
+             "{}: not the same corpus",
+             resumed.path, state_.windows, options_.batch_size, options_.seq_len, windows());
   model_.to(options_.device);
   model_.train();
   if (!state_.dropout_keyed && world_ > 1) {
@@ -547,15 +560,21 @@ void Trainer::save_best(std::int64_t step, double loss) {
   }
 }
 
+std::string Trainer::kept_state() const {
+  std::error_code error;
+  return std::filesystem::exists(options_.save, error)
+             ? fmt::format("{} keeps its last good state", options_.save)
+             : fmt::format("nothing was saved to {}", options_.save);
+}
+
 void Trainer::save() {
-  KILN_CHECK(weights_finite(model_),
-             "step {}: the weights are not finite; {} keeps its last good state", state_.step,
-             options_.save);
+  KILN_CHECK(weights_finite(model_), "step {}: the weights are not finite; {}", state_.step,
+             kept_state());
   const double probe = probe_loss(model_, probe_batch_, options_.precision);
   KILN_CHECK(std::isfinite(probe),
-             "step {}: the weights give a loss of {} on the first training window; {} keeps "
-             "its last good state. Lower --lr",
-             state_.step, probe, options_.save);
+             "step {}: the weights give a loss of {} on the first training window; {}. Lower "
+             "--lr",
+             state_.step, probe, kept_state());
   state_.dropout_offset = state_.dropout_keyed ? 0 : model_.dropout_generator().offset();
   state_.schedule = schedule().state();
   state_.elapsed_s = elapsed();

@@ -205,6 +205,9 @@ class Trainer {
   // The start-up agreement of the ranks (see above): the settings and corpus, then the state.
   void agree_on_settings() const;
   void agree_on_state();
+  // What the first save of a failing run leaves: "F keeps its last good state" or "nothing was
+  // saved to F".
+  std::string kept_state() const;
   void message(const std::string& text) const;
   double elapsed() const;
   void find_resumed_best(const Checkpoint& resumed);

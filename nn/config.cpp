@@ -68,7 +68,12 @@ std::string TransformerConfig::to_json() const {
 }
 
 TransformerConfig TransformerConfig::from_json(std::string_view text) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {  // parse_error; out_of_range for 1e400
+    fail("config: not valid JSON ({}): {}", e.what(), text.substr(0, 200));
+  }
   KILN_CHECK(j.is_object(), "config: not a JSON object: {}", text.substr(0, 200));
   TransformerConfig c;
   for (const ConfigField& field : config_fields()) {

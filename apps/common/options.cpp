@@ -170,6 +170,19 @@ void for_each_run_number(Options& o, F&& f) {
     thread_flag_range("every core"), o.threads);
 }
 
+// The saved settings' JSON object; errors name source and, for text that does not parse, the
+// parser's reason (a number like 1e400).
+nlohmann::json saved_settings(std::string_view saved_json, std::string_view source) {
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(saved_json);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: the saved training settings are not valid JSON ({})", source, e.what());
+  }
+  KILN_CHECK(saved.is_object(), "{}: the saved training settings are not a JSON object", source);
+  return saved;
+}
+
 // "--d-model" -> "d_model", the key in the saved JSON.
 std::string key_of(std::string_view flag) {
   std::string key(flag.substr(2));
@@ -320,8 +333,7 @@ std::vector<std::string> merge_saved_options(TrainOptions& o,
                                              std::string_view saved_json,
                                              const std::function<bool(std::string_view)>& given,
                                              std::string_view source) {
-  const nlohmann::json saved = nlohmann::json::parse(saved_json, nullptr, false);
-  KILN_CHECK(saved.is_object(), "{}: the saved training settings are not a JSON object", source);
+  const nlohmann::json saved = saved_settings(saved_json, source);
   // The model: its flags must agree with the saved config; the rest take its values.
   nn::TransformerConfig asked = o.model, kept = saved_model;
   asked.kv_heads = asked.kv();  // --kv-heads 0 and the count it stands for agree
@@ -364,11 +376,17 @@ std::vector<std::string> merge_saved_options(TrainOptions& o,
   return notes;
 }
 
-std::int64_t saved_seq_len(std::string_view saved_json) {
-  const nlohmann::json saved = nlohmann::json::parse(saved_json, nullptr, false);
-  if (!saved.is_object()) return 0;
+std::int64_t saved_seq_len(std::string_view saved_json, std::string_view source) {
+  const nlohmann::json saved = saved_settings(saved_json, source);
   const auto it = saved.find("seq_len");
-  return it != saved.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
+  if (it == saved.end()) return 0;
+  std::int64_t seq_len = 0;
+  const TrainOptions defaults;
+  for_each_saved(defaults, [&](const Field& field, const auto&) {
+    if (std::string_view(field.flag) == "--seq-len")
+      seq_len = saved_value<std::int64_t>(*it, field, "seq_len", source);
+  });
+  return seq_len;
 }
 
 std::string options_text(const TrainOptions& o, int threads) {

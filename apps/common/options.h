@@ -102,8 +102,9 @@ std::vector<std::string> merge_saved_options(TrainOptions& options,
                                              const std::function<bool(std::string_view)>& given,
                                              std::string_view source);
 
-// The training window length T a checkpoint's "train" entry records, or 0 if it has none.
-std::int64_t saved_seq_len(std::string_view saved_json);
+// The training window length T a checkpoint's "train" entry records, or 0 if it has none; an
+// error naming source (the checkpoint) when the entry is not JSON or T breaks --seq-len's rule.
+std::int64_t saved_seq_len(std::string_view saved_json, std::string_view source);
 
 // Every setting of a run, one "--flag value" line each, --threads as the run's count (threads):
 // what the ranks of a data-parallel run compare at start-up, so a difference names its flag.

@@ -32,6 +32,7 @@ Corpus load_corpus(const std::string& data_dir, const Vocabulary* vocabulary) {
   fmt::print("data {}: vocab {} | train {} valid {} test {} tokens | read in {:.2f}s\n", data_dir,
              corpus.vocabulary().size(), corpus.train().ids.size(), corpus.valid().ids.size(),
              corpus.test().ids.size(), seconds_since(start));
+  print_byte_order_marks(corpus, data_dir);
   if (unknown > 0)
     fmt::print(
         "warning: {} words are not in the checkpoint's vocabulary and read as <unk>: is "
@@ -53,7 +54,6 @@ void make_parent_folder(const std::string& path, std::string_view flag) {
              error.message());
 }
 
-std::unique_ptr<nn::TransformerLM> make_model(const TrainOptions& o, std::int64_t vocab,
 void check_save_path(const std::string& save, bool curve) {
   check_output_file(save, "--save");
   check_output_file(lm::best_checkpoint_path(save), "--save (its best weights)");
@@ -62,6 +62,16 @@ void check_save_path(const std::string& save, bool curve) {
   check_folder_writable(save, "--save");
 }
 
+void print_byte_order_marks(const Corpus& corpus, const std::string& data_dir) {
+  for (const char* split : {"train", "valid", "test"})
+    if (corpus.split(split).byte_order_mark)
+      fmt::print(
+          "note: {}/{}.txt begins with a UTF-8 byte-order mark, skipped (it marks the "
+          "encoding, it is not part of the first word)\n",
+          data_dir, split);
+}
+
+std::unique_ptr<nn::TransformerLM> make_model(const TrainOptions& o, std::int64_t vocab,
                                               Device device) {
   const nn::TransformerConfig config = model_config(o, vocab);
   const std::string model = fmt::format(

@@ -33,6 +33,10 @@ void make_parent_folder(const std::string& path, std::string_view flag);
 // --save.
 void check_save_path(const std::string& save, bool curve);
 
+// A note for each split of corpus whose file began with a UTF-8 byte-order mark, which reading
+// skipped (data/corpus.h).
+void print_byte_order_marks(const Corpus& corpus, const std::string& data_dir);
+
 // The model of the flags (vocab from the corpus) on device, seeded by --seed, checked first to
 // fit int64 arithmetic and this machine's memory with its gradients and the optimizer's state.
 std::unique_ptr<nn::TransformerLM> make_model(const TrainOptions& options, std::int64_t vocab,

@@ -169,3 +169,41 @@ TEST_CASE("a resumed run's state is checked: position, optimizer, thread count, 
   INFO(r.output);
   CHECK(r.status == 0);
 }
+
+TEST_CASE("a config or saved setting that is not usable says why, not something else",
+          "[examples][hostile]") {
+  TempDir dir;
+  const std::string base = train_base_checkpoint(dir);
+  // d_model 1e400: JSON that parses to no double (before: "not a JSON object").
+  const std::string overflow = dir.file("overflow.safetensors");
+  rewrite_checkpoint(base, overflow, [](Metadata& m, NamedTensors&) {
+    std::string& config = m.at("config");
+    const std::size_t at = config.find("\"d_model\":32");
+    REQUIRE(at != std::string::npos);
+    config.replace(at, 12, "\"d_model\":1e400");
+  });
+  for (const std::string& command :
+       {kEvalPpl + " --data " + dir.path().string() + " --checkpoint " + overflow,
+        kTrainLm + " --data " + dir.path().string() + " --steps 3 --resume " + overflow}) {
+    const RunResult r = run(command);
+    INFO(command << "\n" << r.output);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Contains(overflow) && Contains("config: not valid JSON") &&
+                             Contains("1e400") && !Contains("not a JSON object"));
+  }
+  // A saved window length of -16 (before: "does not record its training window length").
+  const std::string negative = dir.file("negative.safetensors");
+  rewrite_checkpoint(base, negative, [](Metadata& m, NamedTensors&) {
+    set_json_field(m, "train", "seq_len", "-16");
+  });
+  for (const std::string& command :
+       {kEvalPpl + " --data " + dir.path().string() + " --checkpoint " + negative,
+        kTrainLm + " --data " + dir.path().string() + " --steps 3 --resume " + negative}) {
+    const RunResult r = run(command);
+    INFO(command << "\n" << r.output);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output,
+               Contains("--seq-len -16 (from " + negative + "): expected an integer >= 1") &&
+                   !Contains("does not record"));
+  }
+}

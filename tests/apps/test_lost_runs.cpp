@@ -29,6 +29,11 @@ std::string tiny_train(const TempDir& dir) {
   return kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags + " --threads 1";
 }
 
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
 }  // namespace
 
 TEST_CASE("a full --metrics disk: the run saves its state, then fails naming --metrics",
@@ -142,6 +147,83 @@ TEST_CASE("a perplexity that overflows is an error, never \"ppl inf\" with exit 
   CHECK(eval.status == 1);
   CHECK_THAT(eval.output, Contains(huge) && Contains("no usable perplexity"));
   CHECK_THAT(eval.output, !Contains("ppl inf"));
+}
+
+TEST_CASE("a failed save says whether a last good state exists", "[examples][hostile]") {
+  // Before: "F keeps its last good state" for a file the run never wrote.
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string save = dir.file("new.safetensors");
+  const RunResult r =
+      run(tiny_train(dir) + " --eval-every 0 --steps 10 --lr 1e30 --skip-nonfinite --save " + save);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output,
+             Contains("nothing was saved to " + save) && !Contains("keeps its last good state"));
+  CHECK(!std::filesystem::exists(save));
+}
+
+TEST_CASE("train_custom resuming train_lm's checkpoint is told it holds another model",
+          "[examples][hostile]") {
+  // Before: "not the same corpus", on the very corpus the checkpoint was trained on.
+  TempDir dir;
+  const std::string base = train_base_checkpoint(dir);
+  const RunResult r =
+      run(kTrainCustom + " --data " + dir.path().string() + " --steps 4 --resume " + base);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("--resume " + base + ": it holds another model than this run's") &&
+                           !Contains("not the same corpus"));
+}
+
+TEST_CASE("a --data folder behind a symbolic-link loop is named as such, not as missing",
+          "[examples][hostile]") {
+  // Before: "not found" from train_lm, a raw "filesystem error" from eval_ppl.
+  TempDir dir;
+  const std::string base = train_base_checkpoint(dir);
+  const std::string loop = dir.file("loop");
+  std::filesystem::create_symlink(loop, loop);
+  for (const std::string& command : {kTrainLm + " " + kTinyFlags + " --steps 2 --data " + loop,
+                                     kEvalPpl + " --checkpoint " + base + " --data " + loop,
+                                     kTrainCustom + " --steps 2 --data " + loop}) {
+    const RunResult r = run(command);
+    INFO(command << "\n" << r.output);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output,
+               Contains("cannot reach '" + loop + "': Too many levels of symbolic links"));
+    CHECK_THAT(r.output, !Contains("not found") && !Contains("filesystem error"));
+  }
+}
+
+TEST_CASE("a byte-order mark at the start of a corpus file is skipped, with a note",
+          "[examples][hostile]") {
+  // Before: "\xEF\xBB\xBFthe" became a vocabulary word of its own.
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string train = dir.file("train.txt");
+  const std::string text = file_bytes(train);
+  dir.write("train.txt", "\xEF\xBB\xBF" + text);
+  const std::string save = dir.file("lm.safetensors");
+  const RunResult r = run(tiny_train(dir) + " --eval-every 0 --steps 2 --save " + save);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("note: " + dir.path().string() +
+                                "/train.txt begins with a UTF-8 byte-order mark, skipped"));
+  const lm::Checkpoint ckpt = lm::read_checkpoint(save);
+  CHECK(ckpt.vocabulary.find("the").has_value());
+  CHECK(!ckpt.vocabulary.find("\xEF\xBB\xBFthe").has_value());
+  // The same corpus without the mark gives the same vocabulary.
+  dir.write("train.txt", text);
+  REQUIRE(run(tiny_train(dir) + " --eval-every 0 --steps 2 --save " + dir.file("plain.safetensors"))
+              .status == 0);
+  CHECK(lm::read_checkpoint(dir.file("plain.safetensors")).vocabulary.words() ==
+        ckpt.vocabulary.words());
+  dir.write("valid.txt", "\xEF\xBB\xBF" + file_bytes(dir.file("valid.txt")));
+  const RunResult eval = run(kEvalPpl + " --data " + dir.path().string() + " --checkpoint " + save);
+  INFO(eval.output);
+  CHECK(eval.status == 0);
+  CHECK_THAT(eval.output, Contains("valid.txt begins with a UTF-8 byte-order mark, skipped") &&
+                              Contains("| 0 words not in the vocabulary"));
 }
 
 TEST_CASE("under a 1 GB address space the programs run, or fail naming the limit, never hang",

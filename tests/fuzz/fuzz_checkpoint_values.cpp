@@ -29,12 +29,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/common/options.h"
 #include "core/error.h"
 #include "core/host_memory.h"
-#include "core/kiln.h"
 #include "core/io/safetensors.h"
+#include "core/kiln.h"
 #include "core/threads.h"
-#include "apps/common/options.h"
 #include "lm/evaluate.h"
 #include "lm/train_state.h"
 #include "lm/transformer_checkpoint.h"
@@ -253,7 +253,10 @@ void load_as_programs_do(kiln::SafetensorsFile file) {
   if (accepted([&] { threads = kiln::lm::checkpoint_threads(ckpt); }))
     require(threads >= 0 && threads <= 1024, "an accepted thread count is one kiln runs");
   const auto train = ckpt.metadata.find("train");
-  const std::int64_t T = train != ckpt.metadata.end() ? kiln::saved_seq_len(train->second) : 0;
+  std::int64_t T = 0;
+  if (train != ckpt.metadata.end() &&
+      accepted([&] { T = kiln::saved_seq_len(train->second, "fuzz input"); }))
+    require(T >= 0, "an accepted window length is 0 (none) or positive");
   if (T > 0 && T <= ckpt.config.max_seq_len) {
     std::vector<std::int64_t> tokens(24);
     for (std::size_t i = 0; i < tokens.size(); ++i)
