@@ -75,6 +75,7 @@ TEST_CASE("a --save folder that takes no files is refused before training", "[ex
   TempDir dir;
   write_tiny_corpus(dir.path().string());
   const std::string folder = dir.file("read-only");
+  std::filesystem::permissions(dir.path(), std::filesystem::perms(0755));  // nobody reaches it
   std::filesystem::create_directory(folder);
   REQUIRE(::chmod(folder.c_str(), 0555) == 0);
   const std::string as_user =
