@@ -12,18 +12,35 @@ namespace kiln {
 
 LanguageModelBatches::LanguageModelBatches(std::vector<std::int64_t> tokens,
                                            std::int64_t batch_size, std::int64_t seq_len)
-    : tokens_(std::move(tokens)), batch_size_(batch_size), seq_len_(seq_len) {
+    : LanguageModelBatches(TokenView(tokens), batch_size, seq_len) {
+  owned_ = std::move(tokens);  // the view stays valid: moving keeps the vector's buffer
+}
+
+LanguageModelBatches::LanguageModelBatches(TokenView tokens, std::int64_t batch_size,
+                                           std::int64_t seq_len)
+    : tokens_(tokens), batch_size_(batch_size), seq_len_(seq_len) {
   KILN_CHECK(batch_size >= 1, "LanguageModelBatches: batch size must be at least 1, got {}",
              batch_size);
   KILN_CHECK(seq_len >= 1, "LanguageModelBatches: window length must be at least 1, got {}",
              seq_len);
-  const auto n = static_cast<std::int64_t>(tokens_.size());
+  const std::int64_t n = tokens_.size();
   KILN_CHECK(n / 2 >= batch_size,  // n >= 2 B, without overflowing 2 B
              "LanguageModelBatches: {} tokens are too few for batch size {}: each of the {} "
              "columns needs at least 2 tokens (an input and its target)",
              n, batch_size, batch_size);
-  rows_ = n / batch_size;
-  tokens_.resize(static_cast<std::size_t>(rows_ * batch_size));  // drop the remainder
+  rows_ = n / batch_size;  // the remainder N mod B is never read
+}
+
+LanguageModelBatches::LanguageModelBatches(const LanguageModelBatches& other)
+    : owned_(other.owned_),
+      tokens_(other.owned_.empty() ? other.tokens_ : TokenView(owned_)),
+      batch_size_(other.batch_size_),
+      seq_len_(other.seq_len_),
+      rows_(other.rows_) {}
+
+LanguageModelBatches& LanguageModelBatches::operator=(const LanguageModelBatches& other) {
+  if (this != &other) *this = LanguageModelBatches(other);
+  return *this;
 }
 
 std::int64_t LanguageModelBatches::window_start(std::int64_t k) const {
@@ -40,11 +57,12 @@ Batch LanguageModelBatches::window(std::int64_t k, Device device) const {
   const std::int64_t i = window_start(k), t = window_length(k);
   std::vector<std::int64_t> inputs(static_cast<std::size_t>(batch_size_ * t));  // (B, t)
   std::vector<std::int64_t> targets(inputs.size());                             // (B, t)
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(t + 1));
   for (std::int64_t b = 0; b < batch_size_; ++b) {
-    const std::int64_t* column = tokens_.data() + b * rows_;  // the column's R tokens
+    tokens_.copy(b * rows_ + i, t + 1, rows.data());  // rows i..i+t of column b
     for (std::int64_t j = 0; j < t; ++j) {
-      inputs[b * t + j] = column[i + j];
-      targets[b * t + j] = column[i + j + 1];
+      inputs[b * t + j] = rows[j];
+      targets[b * t + j] = rows[j + 1];
     }
   }
   return Batch{from_vector(inputs, {batch_size_, t}, device),

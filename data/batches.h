@@ -26,6 +26,7 @@
 
 #include "core/device.h"
 #include "core/tensor.h"
+#include "data/token_view.h"
 
 namespace kiln {
 
@@ -41,6 +42,13 @@ class LanguageModelBatches {
   // the least that gives each column one target.
   LanguageModelBatches(std::vector<std::int64_t> tokens, std::int64_t batch_size,
                        std::int64_t seq_len);
+  // The same over ids held elsewhere (a memory-mapped shard), which must outlive the batches.
+  LanguageModelBatches(TokenView tokens, std::int64_t batch_size, std::int64_t seq_len);
+  // A copy of batches that hold their stream holds its own copy of it.
+  LanguageModelBatches(const LanguageModelBatches& other);
+  LanguageModelBatches& operator=(const LanguageModelBatches& other);
+  LanguageModelBatches(LanguageModelBatches&&) = default;
+  LanguageModelBatches& operator=(LanguageModelBatches&&) = default;
 
   std::int64_t batch_size() const { return batch_size_; }  // B
   std::int64_t seq_len() const { return seq_len_; }        // T
@@ -61,7 +69,8 @@ class LanguageModelBatches {
                                         bool shuffle = true) const;
 
  private:
-  std::vector<std::int64_t> tokens_;  // the first B·R tokens of the stream
+  std::vector<std::int64_t> owned_;  // the stream, when the batches hold it
+  TokenView tokens_;                 // the stream; its first B·R tokens are used
   std::int64_t batch_size_, seq_len_, rows_;
 };
 

@@ -184,7 +184,55 @@ TokenStream tokenize_text(std::string_view text, std::string_view source, Vocabu
       split_text(text.substr(mark ? kByteOrderMark.size() : 0),
                  [&](std::string_view word, std::int64_t) { return vocabulary.add(word); });
   out.byte_order_mark = mark;
+  out.bytes = static_cast<std::int64_t>(text.size());
   return out;
+}
+
+void WordCounter::add(std::string_view block) {
+  const auto* s = reinterpret_cast<const unsigned char*>(block.data());
+  const std::size_t n = block.size();
+  for (std::size_t i = 0; i < n;) {
+    if (after_return_) {  // "\r\n" is one line end
+      after_return_ = false;
+      if (s[i] == '\n') {
+        ++i;
+        continue;
+      }
+    }
+    std::size_t space = 0;
+    switch (kByteClass[s[i]]) {
+      case kWordByte:
+        break;
+      case kSpace:
+        space = 1;
+        break;
+      case kUnicodeSpace:
+        space = unicode_space_size(s + i, n - i);
+        break;
+      case kLineFeed:
+      case kReturn:
+        after_return_ = s[i] == '\r';
+        ++count_;
+        in_word_ = line_has_bytes_ = false;
+        ++i;
+        continue;
+    }
+    line_has_bytes_ = true;
+    if (space > 0) {
+      in_word_ = false;
+      i += space;
+    } else {
+      if (!in_word_) ++count_;
+      in_word_ = true;
+      ++i;
+    }
+  }
+}
+
+std::int64_t WordCounter::finish() {
+  if (line_has_bytes_) ++count_;
+  in_word_ = line_has_bytes_ = after_return_ = false;
+  return count_;
 }
 
 TokenStream tokenize_text_fixed(std::string_view text, std::string_view source,
@@ -208,6 +256,7 @@ TokenStream tokenize_text_fixed(std::string_view text, std::string_view source,
   });
   out.unknown = unknown;
   out.byte_order_mark = mark;
+  out.bytes = static_cast<std::int64_t>(text.size());
   return out;
 }
 
@@ -284,19 +333,29 @@ void check_data_folder(const std::filesystem::path& dir) {
              dir.string());
 }
 
-Corpus::Corpus(const std::filesystem::path& dir) {
+Corpus::Corpus(const std::filesystem::path& dir) : dir_(dir.string()) {
   check_corpus_dir(dir);
-  train_ = tokenize_file(dir / "train.txt", vocabulary_);
-  valid_ = tokenize_file(dir / "valid.txt", vocabulary_);
-  test_ = tokenize_file(dir / "test.txt", vocabulary_);
+  Vocabulary vocabulary;
+  train_ = tokenize_file(dir / "train.txt", vocabulary);
+  valid_ = tokenize_file(dir / "valid.txt", vocabulary);
+  test_ = tokenize_file(dir / "test.txt", vocabulary);
+  tokenizer_.emplace(std::move(vocabulary));
 }
 
-Corpus::Corpus(const std::filesystem::path& dir, Vocabulary vocabulary)
-    : vocabulary_(std::move(vocabulary)) {
+Corpus::Corpus(const std::filesystem::path& dir, Vocabulary vocabulary) : dir_(dir.string()) {
   check_corpus_dir(dir);
-  train_ = tokenize_file_fixed(dir / "train.txt", vocabulary_);
-  valid_ = tokenize_file_fixed(dir / "valid.txt", vocabulary_);
-  test_ = tokenize_file_fixed(dir / "test.txt", vocabulary_);
+  train_ = tokenize_file_fixed(dir / "train.txt", vocabulary);
+  valid_ = tokenize_file_fixed(dir / "valid.txt", vocabulary);
+  test_ = tokenize_file_fixed(dir / "test.txt", vocabulary);
+  tokenizer_.emplace(std::move(vocabulary));
+}
+
+SplitTokens Corpus::tokens(std::string_view name) const {
+  const TokenStream& stream = split(name);
+  return {.ids = TokenView(stream.ids),
+          .text_bytes = stream.bytes,
+          .words = static_cast<std::int64_t>(stream.ids.size()),
+          .unknown = stream.unknown};
 }
 
 const TokenStream& Corpus::split(std::string_view name) const {

@@ -36,7 +36,9 @@
 #include <string_view>
 #include <vector>
 
+#include "data/dataset.h"
 #include "data/vocabulary.h"
+#include "data/word_tokenizer.h"
 
 namespace kiln {
 
@@ -55,6 +57,7 @@ struct TokenStream {
   std::int64_t lines = 0;        // lines read (the number of "<eos>" in ids)
   std::int64_t unknown = 0;      // words a fixed vocabulary lacked, read as "<unk>"
   bool byte_order_mark = false;  // the text began with a UTF-8 byte-order mark, skipped
+  std::int64_t bytes = 0;        // bytes of the text read (a byte-order mark included)
 };
 
 // Checks that dir is a folder that can be read: an error naming it when it is missing, a file, or
@@ -82,22 +85,44 @@ std::string read_text_file(const std::filesystem::path& path);
 TokenStream tokenize_file(const std::filesystem::path& path, Vocabulary& vocabulary);
 TokenStream tokenize_file_fixed(const std::filesystem::path& path, const Vocabulary& vocabulary);
 
-class Corpus {
+// The word-level tokens of text read block by block (blocks that never split a "\r\n" are not
+// needed: a "\r" at a block's end is remembered), counted as tokenize_text reads text: its
+// words and one line end per line, a last line without a line ending included. Bits per byte
+// and per-word perplexity of any tokenization divide by these (data/dataset.h).
+class WordCounter {
+ public:
+  void add(std::string_view block);
+  // The count of all text added; ends the text's last line.
+  std::int64_t finish();
+
+ private:
+  std::int64_t count_ = 0;
+  bool in_word_ = false, line_has_bytes_ = false, after_return_ = false;
+};
+
+// A Corpus is a Dataset (data/dataset.h) of word-level tokens: tokens("valid") is valid.txt's
+// ids, with its size in bytes and its word count (its ids: one per word and per line).
+class Corpus final : public Dataset {
  public:
   // Reads dir/train.txt, dir/valid.txt and dir/test.txt, building the vocabulary in that order.
   explicit Corpus(const std::filesystem::path& dir);
   // Reads the three files with a fixed vocabulary (a checkpoint's): unknown words become <unk>.
   Corpus(const std::filesystem::path& dir, Vocabulary vocabulary);
 
-  const Vocabulary& vocabulary() const { return vocabulary_; }
+  const Vocabulary& vocabulary() const { return tokenizer_->vocabulary(); }
   const TokenStream& train() const { return train_; }
   const TokenStream& valid() const { return valid_; }
   const TokenStream& test() const { return test_; }
   // A split by name: "train", "valid" or "test" (an error naming the choices otherwise).
   const TokenStream& split(std::string_view name) const;
 
+  const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  SplitTokens tokens(std::string_view split) const override;
+  std::string describe() const override { return dir_; }
+
  private:
-  Vocabulary vocabulary_;
+  std::string dir_;
+  std::optional<WordTokenizer> tokenizer_;
   TokenStream train_, valid_, test_;
 };
 

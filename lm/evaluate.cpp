@@ -67,9 +67,26 @@ std::vector<Forward> plan_forwards(std::int64_t B, std::int64_t T, std::int64_t 
 
 EvalResult evaluate(nn::LanguageModel& model, const std::vector<std::int64_t>& tokens,
                     const EvalOptions& options) {
+  return evaluate(model, TokenView(tokens), options);
+}
+
+TextMeasures text_measures(double loss, const SplitTokens& split) {
+  const double total = loss * static_cast<double>(split.ids.size());  // nats over the split
+  TextMeasures m;
+  m.nats_per_token = loss;
+  m.ppl_per_token = std::exp(loss);
+  m.bits_per_byte = split.text_bytes > 0
+                        ? total / std::log(2.0) / static_cast<double>(split.text_bytes)
+                        : std::nan("");
+  m.ppl_per_word =
+      split.words > 0 ? std::exp(total / static_cast<double>(split.words)) : std::nan("");
+  return m;
+}
+
+EvalResult evaluate(nn::LanguageModel& model, TokenView tokens, const EvalOptions& options) {
   const std::int64_t B = options.batch_size, T = options.seq_len;
   const std::int64_t S = options.stride == 0 ? T : options.stride;
-  const auto N = static_cast<std::int64_t>(tokens.size());
+  const std::int64_t N = tokens.size();
   KILN_CHECK(B >= 1, "evaluate: batch size must be positive, got {}", B);
   KILN_CHECK(T >= 1, "evaluate: window length must be positive, got {}", T);
   KILN_CHECK(S >= 1 && S <= T, "evaluate: stride {} must be in [1, {}] (the window length)", S, T);
@@ -93,6 +110,7 @@ EvalResult evaluate(nn::LanguageModel& model, const std::vector<std::int64_t>& t
   EvalResult result;
   std::size_t computed = forwards.size();     // a cancelled evaluation has the first ones
   std::vector<std::int64_t> inputs, targets;  // (windows · B, t) each
+  std::vector<std::int64_t> column(static_cast<std::size_t>(T + 1));
   for (std::size_t f = static_cast<std::size_t>(rank); f < forwards.size();
        f += static_cast<std::size_t>(ranks)) {
     // Ranks finish together (the collective below), so only a lone process is cancelled.
@@ -108,10 +126,10 @@ EvalResult evaluate(nn::LanguageModel& model, const std::vector<std::int64_t>& t
     for (std::int64_t w = 0; w < forward.windows; ++w) {
       const std::int64_t begin = forward.begin + w * S;
       for (std::int64_t b = 0; b < B; ++b) {
-        const std::int64_t* column = tokens.data() + b * R;
+        tokens.copy(b * R + begin, t + 1, column.data());  // rows begin..begin+t of column b
         for (std::int64_t j = 0; j < t; ++j) {
-          inputs.push_back(column[begin + j]);
-          targets.push_back(j >= t - n ? column[begin + j + 1] : kNotScored);
+          inputs.push_back(column[j]);
+          targets.push_back(j >= t - n ? column[j + 1] : kNotScored);
         }
       }
     }

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "core/autocast.h"
+#include "data/dataset.h"
+#include "data/token_view.h"
 #include "distributed/communicator.h"
 #include "nn/language_model.h"
 
@@ -46,8 +48,22 @@ struct EvalResult {
 
 // Runs the model (in eval mode, without autograd; its mode is restored) over tokens on the
 // model's device. Needs at least 2·B tokens.
+EvalResult evaluate(nn::LanguageModel& model, TokenView tokens, const EvalOptions& options);
 EvalResult evaluate(nn::LanguageModel& model, const std::vector<std::int64_t>& tokens,
                     const EvalOptions& options);
+
+// A loss in the units that compare tokenizations (docs/tokenizers.md). The split's total loss is
+// L = loss · N (the mean over the scored targets times the split's N tokens: evaluation scores
+// B·(R − 1) of them, all but one per column and the remainder); then
+//   bits_per_byte = L / ln 2 / text_bytes    (the UTF-8 bytes of the split's text as stored)
+//   ppl_per_word  = exp(L / words)           (whitespace words and line ends; NaN when unknown)
+struct TextMeasures {
+  double nats_per_token = 0.0;
+  double ppl_per_token = 0.0;
+  double bits_per_byte = 0.0;
+  double ppl_per_word = 0.0;
+};
+TextMeasures text_measures(double loss, const SplitTokens& split);
 
 // exp(loss) as "{:.2f}": fixed notation, never an exponent.
 std::string format_ppl(double loss);

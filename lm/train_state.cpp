@@ -119,7 +119,7 @@ Metadata provenance(std::int64_t step, int threads, const Metadata& settings) {
 }  // namespace
 
 void save_training_checkpoint(const std::string& path, const nn::LanguageModel& model,
-                              const Vocabulary& vocabulary, const Optimizer& optimizer,
+                              const Tokenizer& tokenizer, const Optimizer& optimizer,
                               const TrainState& s, const Metadata& settings) {
   Metadata m = provenance(s.step, s.threads, settings);
   m["decay_steps"] = std::to_string(s.decay_steps);
@@ -148,7 +148,7 @@ void save_training_checkpoint(const std::string& path, const nn::LanguageModel& 
                       {"train", curve_json(s.curve.train)},
                       {"valid", curve_json(s.curve.valid)}}
                      .dump();
-  write_checkpoint(path, model, vocabulary, opt.tensors, std::move(m));
+  write_checkpoint(path, model, tokenizer, opt.tensors, std::move(m));
 }
 
 TrainState read_train_state(const Checkpoint& ckpt) {
@@ -244,11 +244,11 @@ std::optional<double> saved_valid_loss(const Checkpoint& ckpt) {
 }
 
 void save_best_weights(const std::string& path, const nn::LanguageModel& model,
-                       const Vocabulary& vocabulary, std::int64_t step, double valid_loss,
+                       const Tokenizer& tokenizer, std::int64_t step, double valid_loss,
                        int threads, const Metadata& settings) {
   Metadata m = provenance(step, threads, settings);
   m["valid_loss"] = double_text(valid_loss);
-  write_checkpoint(path, model, vocabulary, {}, std::move(m));
+  write_checkpoint(path, model, tokenizer, {}, std::move(m));
 }
 
 int checkpoint_threads(const Checkpoint& ckpt) {

@@ -72,7 +72,7 @@ struct TrainState {
 // Writes a training checkpoint: model, optimizer state, state (see above) and `settings`, the
 // entries that describe the run (a program's saved flags, "train").
 void save_training_checkpoint(const std::string& path, const nn::LanguageModel& model,
-                              const Vocabulary& vocabulary, const Optimizer& optimizer,
+                              const Tokenizer& tokenizer, const Optimizer& optimizer,
                               const TrainState& state, const Metadata& settings);
 
 // The state of a training checkpoint, every value checked against what a run can have written
@@ -88,7 +88,7 @@ std::optional<double> saved_valid_loss(const Checkpoint& checkpoint);
 
 // Writes the best-by-validation weights (model only, see above).
 void save_best_weights(const std::string& path, const nn::LanguageModel& model,
-                       const Vocabulary& vocabulary, std::int64_t step, double valid_loss,
+                       const Tokenizer& tokenizer, std::int64_t step, double valid_loss,
                        int threads, const Metadata& settings);
 
 // The thread count a checkpoint records, or 0 if it has none; an error naming the file when it is

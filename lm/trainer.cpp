@@ -92,7 +92,7 @@ bool same_model(const Checkpoint& a, const Checkpoint& b) {
     const auto it = c.metadata.find("config");
     return it == c.metadata.end() ? std::string() : it->second;
   };
-  if (config(a) != config(b) || a.vocabulary.words() != b.vocabulary.words() ||
+  if (config(a) != config(b) || a.tokenizer->hash() != b.tokenizer->hash() ||
       a.model.size() != b.model.size())
     return false;
   for (std::size_t i = 0; i < a.model.size(); ++i)
@@ -135,20 +135,29 @@ std::string settings_text(const TrainerOptions& o, const nn::LanguageModel& mode
   return text;
 }
 
-// The corpus as the ranks compare it: each split's token count and TokenHash, and the
-// vocabulary's.
-std::string corpus_text(const Corpus& corpus) {
+// The data as the ranks compare it: each split's token count and TokenHash (of the ids' values,
+// however wide they are stored), and the tokenizer's hash.
+std::string data_text(const Dataset& data) {
   std::string text;
-  for (const char* split : {"train", "valid", "test"}) {
-    const std::vector<std::int64_t>& ids = corpus.split(split).ids;
+  for (const std::string& split : kAllSplits) {
+    const TokenView ids = data.tokens(split).ids;
+    const auto size = static_cast<std::size_t>(ids.size());
     TokenHash hash;
-    hash.add(std::span<const std::int64_t>(ids));
+    switch (ids.width()) {
+      case 2:
+        hash.add(std::span(static_cast<const std::uint16_t*>(ids.data()), size));
+        break;
+      case 4:
+        hash.add(std::span(static_cast<const std::uint32_t*>(ids.data()), size));
+        break;
+      default:
+        hash.add(std::span(static_cast<const std::int64_t*>(ids.data()), size));
+    }
     text += fmt::format("{} split: {} tokens, fingerprint {}\n", split, ids.size(), hash.hex());
   }
-  TokenHash words;
-  for (const std::string& word : corpus.vocabulary().words()) words.add_text(word);
-  return text + fmt::format("vocabulary: {} words, fingerprint {}\n", corpus.vocabulary().size(),
-                            words.hex());
+  const Tokenizer& tokenizer = data.tokenizer();
+  return text + fmt::format("tokenizer: {}, {} tokens, hash {:016x}\n", tokenizer.kind(),
+                            tokenizer.vocab_size(), tokenizer.hash());
 }
 
 // The CRC-32 of tensors' names and bytes, in order.
@@ -173,13 +182,13 @@ std::int64_t saved_step(const Checkpoint& file) {
 
 }  // namespace
 
-Trainer::Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Corpus& corpus,
+Trainer::Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Dataset& data,
                  TrainerOptions options)
     : model_(model),
       optimizer_(optimizer),
-      corpus_(corpus),
+      data_(data),
       options_(std::move(options)),
-      batches_(corpus.train().ids, options_.batch_size, options_.seq_len),
+      batches_(data.tokens("train").ids, options_.batch_size, options_.seq_len),
       best_path_(options_.save.empty() ? "" : best_checkpoint_path(options_.save)),
       best_loss_(std::numeric_limits<double>::infinity()) {
   if (options_.communicator != nullptr) {
@@ -227,6 +236,11 @@ void Trainer::resume(const Checkpoint& resumed) {
              "position belongs to that layout (give its --batch-size and --seq-len)",
              resumed.path, state_.batch_size, state_.seq_len, options_.batch_size,
              options_.seq_len);
+  KILN_CHECK(resumed.tokenizer->hash() == data_.tokenizer().hash(),
+             "--resume {}: the run's tokenizer ({}, {} tokens) is not the data's ({}, {} tokens, "
+             "{}): resume on the data the run trained on",
+             resumed.path, resumed.tokenizer->kind(), resumed.tokenizer->vocab_size(),
+             data_.tokenizer().kind(), data_.tokenizer().vocab_size(), data_.describe());
   KILN_CHECK(state_.windows == windows(),
              "--resume {}: the run had {} windows of B {} x T {} per epoch but this corpus gives "
              "{}: not the same corpus",
@@ -353,8 +367,8 @@ void Trainer::throw_observer_error() const {
 
 void Trainer::agree_on_settings() const {
   // The corpus first: it sizes the model's vocabulary, which the settings hold.
-  options_.communicator->check_same("the corpus", corpus_text(corpus_),
-                                    "every rank must read the same corpus (--data)");
+  options_.communicator->check_same("the corpus", data_text(data_),
+                                    "every rank must read the same data (--data)");
   options_.communicator->check_same("a setting of the run", settings_text(options_, model_),
                                     "every rank must run the same binary with the same flags");
 }
@@ -521,7 +535,7 @@ EvalOptions Trainer::eval_options() const {
 
 std::optional<ValidationRecord> Trainer::validate() {
   agree_on_state();
-  const EvalResult r = evaluate(model_, corpus_.valid().ids, eval_options());
+  const EvalResult r = evaluate(model_, data_.tokens("valid").ids, eval_options());
   valid_seconds_ += r.seconds;
   if (!r.complete) return std::nullopt;
   last_eval_step_ = state_.step;
@@ -548,13 +562,13 @@ void Trainer::save_best(std::int64_t step, double loss) {
   best_written_ = true;
   if (rank_ != 0) return;
   if (best_validated_here_ && state_.best_step == step) {
-    save_best_weights(best_path_, model_, corpus_.vocabulary(), step, loss, options_.threads,
+    save_best_weights(best_path_, model_, data_.tokenizer(), step, loss, options_.threads,
                       options_.settings);
   } else {
     // The best weights came from the resumed run's PATH.best: put them beside this PATH.
     NamedTensors current = weights_copy(model_);
     model_.load_state_dict(best_);
-    save_best_weights(best_path_, model_, corpus_.vocabulary(), step, loss, options_.threads,
+    save_best_weights(best_path_, model_, data_.tokenizer(), step, loss, options_.threads,
                       options_.settings);
     model_.load_state_dict(current);
   }
@@ -579,7 +593,7 @@ void Trainer::save() {
   state_.schedule = schedule().state();
   state_.elapsed_s = elapsed();
   if (rank_ == 0)
-    save_training_checkpoint(options_.save, model_, corpus_.vocabulary(), optimizer_, state_,
+    save_training_checkpoint(options_.save, model_, data_.tokenizer(), optimizer_, state_,
                              options_.settings);
 }
 
@@ -625,8 +639,8 @@ std::optional<FinalResult> Trainer::finish() {
   // weights with the same threads gives the same bits.
   result.validated_here = best_validated_here_;
   result.valid = best_validated_here_ ? EvalResult{.loss = best_loss_}
-                                      : evaluate(model_, corpus_.valid().ids, eval);
-  result.test = evaluate(model_, corpus_.test().ids, eval);
+                                      : evaluate(model_, data_.tokens("valid").ids, eval);
+  result.test = evaluate(model_, data_.tokens("test").ids, eval);
   if (!result.valid.complete || !result.test.complete) return std::nullopt;
   // A diverged model has no perplexity to report, and exit 0 would say it has: a NaN loss, or a
   // finite one whose exp overflows ("ppl inf").

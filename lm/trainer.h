@@ -31,6 +31,7 @@
 #include "core/autocast.h"
 #include "data/batches.h"
 #include "data/corpus.h"
+#include "data/dataset.h"
 #include "distributed/communicator.h"
 #include "distributed/gradient_sync.h"
 #include "lm/checkpoint.h"
@@ -159,13 +160,14 @@ class TrainObserver {
 
 class Trainer {
  public:
-  // The model (built, seeded and on options.device), its optimizer and the corpus outlive the
-  // trainer. Checks the options against the corpus (grad_accum at most the windows of an epoch).
-  Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Corpus& corpus,
+  // The model (built, seeded and on options.device), its optimizer and the data (a word-level
+  // Corpus or any other Dataset: data/dataset.h) outlive the trainer. Checks the options against
+  // the data (grad_accum at most the windows of an epoch). Checkpoints carry the data's tokenizer.
+  Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Dataset& data,
           TrainerOptions options);
 
-  // Continues the run saved in checkpoint (an error unless the corpus gives the same windows and
-  // the optimizer is the saved one).
+  // Continues the run saved in checkpoint (an error unless the data has the checkpoint's
+  // tokenizer and gives the same windows, and the optimizer is the saved one).
   void resume(const Checkpoint& checkpoint);
   void add_observer(TrainObserver& observer) { observers_.push_back(&observer); }
 
@@ -246,7 +248,7 @@ class Trainer {
 
   nn::LanguageModel& model_;
   Optimizer& optimizer_;
-  const Corpus& corpus_;
+  const Dataset& data_;
   TrainerOptions options_;
   LanguageModelBatches batches_;
   std::optional<Schedule> schedule_;

@@ -65,9 +65,9 @@ TransformerCheckpoint transformer_checkpoint_from(Checkpoint checkpoint) {
   } catch (const Error& e) {
     fail("checkpoint {}: {}", ckpt.path, e.what());
   }
-  KILN_CHECK(ckpt.vocabulary.size() == ckpt.config.vocab,
-             "checkpoint {}: the vocabulary has {} words but the config says vocab {}", ckpt.path,
-             ckpt.vocabulary.size(), ckpt.config.vocab);
+  KILN_CHECK(ckpt.tokenizer->vocab_size() == ckpt.config.vocab,
+             "checkpoint {}: the {} tokenizer has {} tokens but the config says vocab {}",
+             ckpt.path, ckpt.tokenizer->kind(), ckpt.tokenizer->vocab_size(), ckpt.config.vocab);
   check_config_fits_tensors(ckpt);
   return ckpt;
 }
