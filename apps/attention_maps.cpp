@@ -56,15 +56,20 @@ void run(const Flags& flags) {
   const nn::TransformerConfig& config = ckpt.config;
   const std::unique_ptr<nn::TransformerLM> model = lm::load_model(ckpt, device);
 
-  const lm::EncodedText text = lm::encode_words(flags.text, ckpt.vocabulary, "--text");
-  lm::warn_unknown_words(text, "attention_maps");
+  lm::EncodedText text;
+  if (ckpt.tokenizer->kind() == "word") {
+    text = lm::encode_words(flags.text, ckpt.vocabulary, "--text");
+    lm::warn_unknown_words(text, "attention_maps");
+  } else {
+    text.ids = ckpt.tokenizer->encode(flags.text);
+  }
   const auto T = static_cast<std::int64_t>(text.ids.size());
-  KILN_CHECK(T > 0, "--text has no words");
+  KILN_CHECK(T > 0, "--text has no tokens");
   KILN_CHECK(T <= config.max_seq_len, "--text has {} tokens but the model's max_seq_len is {}", T,
              config.max_seq_len);
-  // Labels are the tokens the model saw: an unknown word shows as <unk>.
+  // Labels are the tokens the model saw: an unknown word shows as <unk>, a BPE token as its text.
   std::vector<std::string> tokens;
-  for (std::int64_t id : text.ids) tokens.push_back(ckpt.vocabulary.word(id));
+  for (std::int64_t id : text.ids) tokens.push_back(ckpt.tokenizer->token_label(id));
 
   std::vector<Tensor> attention;  // per layer: A (1, h, T, T)
   {
@@ -86,7 +91,7 @@ void run(const Flags& flags) {
   }
   const std::string description = fmt::format(
       "Checkpoint {}: {} layers, {} heads of d_head {}, d_model {}, {}-LN, {} positions, "
-      "vocabulary of {} words.",
+      "vocabulary of {} tokens.",
       flags.checkpoint, config.layers, config.heads, config.d_head(), config.d_model,
       nn::name_of(config.norm), nn::name_of(config.position), config.vocab);
   write_file(out / "index.html",
@@ -106,8 +111,8 @@ int main(int argc, char** argv) {
   add_path_flag(app, "--checkpoint", flags.checkpoint, "the model (.safetensors from train_lm)")
       ->required();
   app.add_option("--text", flags.text,
-                 "the words to run through the model, separated by spaces (at most max_seq_len; "
-                 "unknown words become <unk>)")
+                 "the text to run through the model, at most max_seq_len tokens (a word-level "
+                 "model: words separated by spaces, unknown ones become <unk>)")
       ->required();
   add_path_flag(app, "--out", flags.out,
                 "folder for layer<l>_head<h>.svg and index.html (created if missing)")

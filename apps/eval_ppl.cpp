@@ -1,4 +1,4 @@
-// eval_ppl: the perplexity of a checkpoint on the valid or test split.
+// eval_ppl: the perplexity and bits per byte of a checkpoint on the valid or test split.
 //
 //   build/apps/eval_ppl --checkpoint runs/lm.best.safetensors --split test
 //   build/apps/eval_ppl --checkpoint runs/lm.best.safetensors --split valid --stride 16
@@ -12,8 +12,12 @@
 // computed by the same function (apps/common/lm::evaluate) as train_lm's final lines, and, with
 // the checkpoint's thread count (the default), equal to them bit for bit. --stride S < T adds a
 // separately labelled line, "<split> ppl (stride S) <x>", from sliding windows that score each
-// target once with more left context. The text is read with the checkpoint's vocabulary: words
-// it lacks become <unk> and are counted.
+// target once with more left context. Before it, "<split> bpb <x> | ..." gives bits per byte
+// and the loss and perplexity per token and per word (apps/common/text_data.h), the figures that
+// compare models of different tokenizations. --data is a text folder, read with the
+// checkpoint's tokenizer (word-level: words it lacks become <unk> and are counted), or a
+// prepared dataset, which must have been prepared with the checkpoint's tokenizer.
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -25,6 +29,7 @@
 #include "apps/common/options.h"
 #include "apps/common/program.h"
 #include "apps/common/signals.h"
+#include "apps/common/text_data.h"
 #include "core/autocast.h"
 #include "core/build_info.h"
 #include "core/threads.h"
@@ -47,8 +52,8 @@ int eval(int argc, char** argv) {
                 "the checkpoint (e.g. runs/lm.best.safetensors)")
       ->required();
   add_path_flag(app, "--data", data,
-                "corpus folder with valid.txt and test.txt (default: $KILN_DATA, else "
-                "datasets/wikitext-2)");
+                "a folder with valid.txt and test.txt, or a prepared dataset (kiln-prepare) "
+                "(default: $KILN_DATA, else datasets/wikitext-2)");
   app.add_option("--split", split, "valid or test")
       ->check(CLI::IsMember({"valid", "test"}))
       ->capture_default_str();
@@ -102,20 +107,20 @@ int eval(int argc, char** argv) {
   fmt::print("checkpoint {}: step {} | {} parameters | vocab {} | T {} | precision {}\n",
              checkpoint_path, step != ckpt.metadata.end() ? step->second : "?",
              model->num_parameters(), ckpt.vocabulary.size(), T, precision);
-  const TokenStream text =
-      tokenize_file_fixed(std::filesystem::path(dir) / (split + ".txt"), ckpt.vocabulary);
-  fmt::print("data {}/{}.txt: {} tokens | {} words not in the vocabulary read as <unk>\n", dir,
-             split, text.ids.size(), text.unknown);
-  if (text.byte_order_mark)
-    fmt::print(
-        "note: {}/{}.txt begins with a UTF-8 byte-order mark, skipped (it marks the "
-        "encoding, it is not part of the first word)\n",
-        dir, split);
-  if (text.ids.size() == static_cast<std::size_t>(text.lines))
-    fmt::print(
-        "warning: {}/{}.txt has {} lines but no words: the perplexity scores line ends "
-        "only\n",
-        dir, split, text.lines);
+  const std::unique_ptr<Dataset> dataset = load_eval_split(dir, ckpt, split, num_threads());
+  const SplitTokens text = dataset->tokens(split);
+  if (ckpt.tokenizer->kind() == "word") {
+    fmt::print("data {}/{}.txt: {} tokens | {} words not in the vocabulary read as <unk>\n", dir,
+               split, text.ids.size(), text.unknown);
+    const std::int64_t eos = ckpt.vocabulary.eos();
+    std::int64_t lines = 0;
+    for (std::int64_t i = 0; i < text.ids.size(); ++i) lines += text.ids[i] == eos;
+    if (lines == text.ids.size())
+      fmt::print(
+          "warning: {}/{}.txt has {} lines but no words: the perplexity scores line ends "
+          "only\n",
+          dir, split, lines);
+  }
 
   const auto cancelled = [] { return stop_signal() != 0; };
   // Prints "<split> loss<suffix> ..." and "<split> ppl<suffix> <x>"; false if interrupted.
@@ -133,6 +138,7 @@ int eval(int argc, char** argv) {
     fmt::print("{} loss{} {:.4f} nats per token | {} tokens scored | {:.0f} tokens/s | {:.1f}s\n",
                split, suffix, r.loss, r.tokens,
                r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0, r.seconds);
+    if (suffix.empty()) print_text_measures(split, r.loss, text);
     fmt::print("{} ppl{} {}\n", split, suffix, lm::format_ppl(r.loss));
     return true;
   };

@@ -1,7 +1,9 @@
-// generate: text from a trained language model. Loads a checkpoint (its config and vocabulary
-// travel inside it), reads the prompt's words and samples --tokens more with the KV cache, one
-// position of attention per new token, printing each word as it is picked. stdout carries the
-// generated text only ("<eos>" prints as a newline); warnings and timing go to stderr.
+// generate: text from a trained language model. Loads a checkpoint (its config and tokenizer
+// travel inside it), encodes the prompt and samples --tokens more with the KV cache, one
+// position of attention per new token, printing each token as it is picked. stdout carries the
+// generated text only; warnings and timing go to stderr. A word-level model prints words
+// separated by spaces ("<eos>" as a newline); a char or BPE model prints exactly the bytes its
+// tokens decode to, nothing added.
 //
 //   build/apps/generate --checkpoint runs/lm.safetensors --prompt "the meaning of"
 //       --tokens 50 --temperature 0.8 --top-p 0.95 --seed 1      (one command line)
@@ -110,15 +112,22 @@ void run(const Flags& flags, bool sampling_flags_given) {
   // Every forward pass of the generation runs on this thread, under this precision.
   const Autocast mixed(parse_precision(precision));
 
-  const lm::EncodedText text = lm::encode_words(flags.prompt, vocab, "--prompt");
-  lm::warn_unknown_words(text, "generate");
-  std::vector<std::int64_t> prompt = text.ids;
-  if (prompt.empty()) {
-    // A text starts a line, and every line of the training text followed an <eos>.
-    KILN_CHECK(vocab.contains(Vocabulary::kEos),
-               "--prompt is empty and the vocabulary has no {} to start a line from",
-               Vocabulary::kEos);
-    prompt.push_back(vocab.eos());
+  const bool words = ckpt.tokenizer->kind() == "word";
+  std::vector<std::int64_t> prompt;
+  if (words) {
+    const lm::EncodedText text = lm::encode_words(flags.prompt, vocab, "--prompt");
+    lm::warn_unknown_words(text, "generate");
+    prompt = text.ids;
+    if (prompt.empty()) {
+      // A text starts a line, and every line of the training text followed an <eos>.
+      KILN_CHECK(vocab.contains(Vocabulary::kEos),
+                 "--prompt is empty and the vocabulary has no {} to start a line from",
+                 Vocabulary::kEos);
+      prompt.push_back(vocab.eos());
+    }
+  } else {
+    // An empty prompt starts a line: the tokens of "\n".
+    prompt = ckpt.tokenizer->encode(flags.prompt.empty() ? "\n" : flags.prompt);
   }
   if (static_cast<std::int64_t>(prompt.size()) > max_len)
     note(fmt::format("warning: the prompt has {} tokens; keeping the last {} (max_seq_len)",
@@ -128,12 +137,19 @@ void run(const Flags& flags, bool sampling_flags_given) {
   lm::Decoder decoder(*model, mode);
   kiln::Generator gen(flags.seed);
   WordPrinter printer(vocab);
+  const auto print_token = [&](std::int64_t token) {
+    if (words) return printer.print(token);
+    const std::string bytes = ckpt.tokenizer->decode(std::span<const std::int64_t>(&token, 1));
+    KILN_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), stdout) == bytes.size() &&
+                   std::fflush(stdout) == 0,
+               "writing the text to stdout failed: {}", std::strerror(errno));
+  };
   const std::int64_t prompt_dropped =
       std::max<std::int64_t>(0, static_cast<std::int64_t>(prompt.size()) - max_len);
   bool window_noted = false;
   const auto start = std::chrono::steady_clock::now();
   decoder.generate(prompt, flags.tokens, flags.sampling, gen, [&](std::int64_t token) {
-    printer.print(token);
+    print_token(token);
     if (!window_noted && decoder.dropped() > prompt_dropped) {
       window_noted = true;
       note(
@@ -142,7 +158,7 @@ void run(const Flags& flags, bool sampling_flags_given) {
                       max_len, max_len));
     }
   });
-  printer.finish();
+  if (words) printer.finish();
   if (flags.tokens == 0) return;
   const double elapsed = seconds_since(start);
   note(fmt::format("{} tokens in {:.3f} s ({:.1f} tokens/s, {}) after a {}-token prompt, on {}",
@@ -173,8 +189,8 @@ int main(int argc, char** argv) {
   add_path_flag(app, "--checkpoint", flags.checkpoint, "the model (.safetensors from train_lm)")
       ->required();
   app.add_option("--prompt", flags.prompt,
-                 "the words to continue, separated by spaces; unknown words become <unk>; an "
-                 "empty prompt starts a new line")
+                 "the text to continue (a word-level model: words separated by spaces, unknown "
+                 "ones become <unk>); an empty prompt starts a new line")
       ->required();
   add_number_flag(app, "--tokens", flags.tokens, "how many tokens to generate", {.min = 0})
       ->required();

@@ -1,5 +1,7 @@
-// train_lm: trains a word-level transformer language model on WikiText-2 (or any folder with
-// train.txt, valid.txt and test.txt) and reports its validation and test perplexity.
+// train_lm: trains a transformer language model on WikiText-2 (or any folder with train.txt,
+// valid.txt and test.txt, read word by word) or on a prepared dataset of any text (kiln-prepare:
+// byte-level BPE or characters), and reports its validation and test loss, bits per byte and
+// perplexity.
 //
 //   build/apps/train_lm                                      # the defaults: 15 minutes
 //   build/apps/train_lm --save runs/lm.safetensors --metrics runs/lm.metrics.jsonl
@@ -7,7 +9,9 @@
 //   build/apps/eval_ppl --checkpoint runs/lm.best.safetensors --split test
 //
 // It prints its environment, the model and the data, a log line every --log-every steps (a live
-// line on a terminal), a line per validation, and ends with (the lines scripts and tests read)
+// line on a terminal), a line per validation, each split's "<split> bpb <x> | ..." line (bits per
+// byte, loss and perplexity per token and per word: apps/common/text_data.h), and ends with (the
+// lines scripts and tests read; ppl is per token, per word for a word-level model)
 //
 //   valid ppl <x>         both from the best-by-validation weights, by lm::evaluate
 //   test ppl <x>          (eval_ppl on PATH.best prints the same numbers)
@@ -32,6 +36,7 @@
 #include "apps/common/program.h"
 #include "apps/common/progress.h"
 #include "apps/common/signals.h"
+#include "apps/common/text_data.h"
 #include "apps/common/train_setup.h"
 #include "core/backend.h"
 #include "core/build_info.h"
@@ -47,8 +52,9 @@ namespace {
 int train(int argc, char** argv) {
   install_stop_handlers();
   CLI::App app{
-      "train_lm: trains a word-level transformer language model; the defaults are "
-      "bench/torch_ref.py's recipe, trained for 15 minutes"};
+      "train_lm: trains a transformer language model on a text folder (word-level) or a "
+      "prepared dataset (kiln-prepare); the defaults are bench/torch_ref.py's recipe, trained "
+      "for 15 minutes"};
   TrainOptions o;
   add_train_flags(app, o);
   CLI11_PARSE(app, argc, argv);
@@ -97,19 +103,20 @@ int train(int argc, char** argv) {
         "differ in the last bits from an uninterrupted run\n",
         o.resume, saved_threads, threads);
 
-  // Data: the checkpoint's vocabulary for a resumed run, so every word keeps its id.
+  // Data: the checkpoint's tokenizer for a resumed run, so every token keeps its id.
   const std::string data_dir =
       resolve_data_dir(o.data.empty() ? std::nullopt : std::optional(o.data));
-  const Corpus corpus = load_corpus(data_dir, resumed ? &resumed->vocabulary : nullptr);
+  const std::unique_ptr<Dataset> data =
+      load_training_data(data_dir, resumed ? &*resumed : nullptr, threads);
 
   // Model, optimizer and trainer: fresh, or exactly as saved.
   const auto model = resumed ? lm::load_model(*resumed, device)
-                             : make_model(o, corpus.vocabulary().size(), device);
+                             : make_model(o, data->tokenizer().vocab_size(), device);
   const auto optimizer = make_optimizer(*model, o);
   lm::TrainerOptions options = trainer_options(o, device, threads);
   options.stop_requested = [] { return stop_signal() != 0; };
   options.communicator = comm.get();
-  lm::Trainer trainer(*model, *optimizer, corpus, std::move(options));
+  lm::Trainer trainer(*model, *optimizer, *data, std::move(options));
   ProgressLog log(isatty(STDOUT_FILENO) == 1, trainer.total_steps(), o.time_budget);
   trainer.add_observer(log);
   print_model(*model);
@@ -134,7 +141,7 @@ int train(int argc, char** argv) {
   } else {
     trainer.finish();  // a stop request: saves the state and evaluates nothing
   }
-  print_result(trainer, result, signal_name(stop_signal()));
+  print_result(trainer, result, signal_name(stop_signal()), data.get());
   return 0;
 }
 

@@ -355,7 +355,8 @@ SplitTokens Corpus::tokens(std::string_view name) const {
   return {.ids = TokenView(stream.ids),
           .text_bytes = stream.bytes,
           .words = static_cast<std::int64_t>(stream.ids.size()),
-          .unknown = stream.unknown};
+          .unknown = stream.unknown,
+          .byte_order_mark = stream.byte_order_mark};
 }
 
 const TokenStream& Corpus::split(std::string_view name) const {

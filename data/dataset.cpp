@@ -75,6 +75,7 @@ EncodedTextDataset::EncodedTextDataset(const std::filesystem::path& dir,
       TokenStream stream = tokenize_text_fixed(text, path.string(), word->vocabulary());
       s.ids = std::move(stream.ids);
       s.unknown = stream.unknown;
+      s.byte_order_mark = stream.byte_order_mark;
     } else {
       s.ids = tokenizer_->encode(text, threads);
     }
@@ -89,8 +90,11 @@ EncodedTextDataset::EncodedTextDataset(const std::filesystem::path& dir,
 SplitTokens EncodedTextDataset::tokens(std::string_view split) const {
   const Split& s = splits_[split_index(split)];
   KILN_CHECK(s.open, "dataset {}: the {} split was not read", dir_, split);
-  return {
-      .ids = TokenView(s.ids), .text_bytes = s.text_bytes, .words = s.words, .unknown = s.unknown};
+  return {.ids = TokenView(s.ids),
+          .text_bytes = s.text_bytes,
+          .words = s.words,
+          .unknown = s.unknown,
+          .byte_order_mark = s.byte_order_mark};
 }
 
 std::unique_ptr<Dataset> open_dataset(const std::filesystem::path& dir,

@@ -36,6 +36,7 @@ struct SplitTokens {
   std::int64_t text_bytes = 0;  // bytes of the split's text as stored
   std::int64_t words = 0;       // its whitespace words and line ends (0: unknown)
   std::int64_t unknown = 0;     // word-level: words read as "<unk>"
+  bool byte_order_mark = false;  // word-level: the text began with a UTF-8 byte-order mark, skipped
 };
 
 class Dataset {
@@ -88,6 +89,7 @@ class EncodedTextDataset final : public Dataset {
     bool open = false;
     std::vector<std::int64_t> ids;
     std::int64_t text_bytes = 0, words = 0, unknown = 0;
+    bool byte_order_mark = false;
   };
   std::string dir_;
   std::shared_ptr<const Tokenizer> tokenizer_;

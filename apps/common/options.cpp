@@ -237,8 +237,8 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   // that the user's own arguments, given after them, override.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_path_flag(app, "--data", o.data,
-                "corpus folder with train.txt, valid.txt and test.txt (default: $KILN_DATA, "
-                "else datasets/wikitext-2)");
+                "a folder with train.txt, valid.txt and test.txt (read word by word), or a "
+                "prepared dataset (kiln-prepare; default: $KILN_DATA, else datasets/wikitext-2)");
   for_each_run_number(o, [&](const char* flag, const char* help, const FlagRange& range,
                              auto& member) { add_number_flag(app, flag, member, help, range); });
   add_path_flag(app, "--save", o.save,

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "apps/common/loss_curve.h"
+#include "apps/common/text_data.h"
 #include "core/autocast.h"
 #include "core/generator.h"
 #include "core/host_memory.h"
@@ -183,7 +184,7 @@ void print_stop(const lm::Trainer& trainer, lm::StopReason reason) {
 }
 
 void print_result(const lm::Trainer& trainer, const std::optional<lm::FinalResult>& result,
-                  std::string_view signal) {
+                  std::string_view signal, const Dataset* data) {
   const lm::TrainerOptions& o = trainer.options();
   if (!result) {
     fmt::print("interrupted by {} at step {}: {}\n", signal, trainer.state().step,
@@ -195,6 +196,10 @@ void print_result(const lm::Trainer& trainer, const std::optional<lm::FinalResul
         "final perplexities from the weights of step {} (valid {}, test {:.1f}s):\n", result->step,
         result->validated_here ? "as validated" : fmt::format("{:.1f}s", result->valid.seconds),
         result->test.seconds);
+    if (data != nullptr) {
+      print_text_measures("valid", result->valid.loss, data->tokens("valid"));
+      print_text_measures("test", result->test.loss, data->tokens("test"));
+    }
     fmt::print("valid ppl {}\n", lm::format_ppl(result->valid.loss));
     fmt::print("test ppl {}\n", lm::format_ppl(result->test.loss));
   }

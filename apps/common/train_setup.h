@@ -56,9 +56,10 @@ void print_model(const nn::TransformerLM& model);
 void print_training(const lm::Trainer& trainer, const TrainOptions& options,
                     std::string_view optimizer, const std::string& resumed_path);
 void print_stop(const lm::Trainer& trainer, lm::StopReason reason);
-// The last lines: the final perplexities (result, when evaluated), or where an interrupted run
-// (no result; signal names what stopped it) saved its state; then the RESULT line.
+// The last lines: the final perplexities (result, when evaluated; with data, each split's bits
+// per byte first: apps/common/text_data.h), or where an interrupted run (no result; signal names
+// what stopped it) saved its state; then the RESULT line.
 void print_result(const lm::Trainer& trainer, const std::optional<lm::FinalResult>& result,
-                  std::string_view signal);
+                  std::string_view signal, const Dataset* data = nullptr);
 
 }  // namespace kiln
