@@ -9,6 +9,8 @@
 #include <numeric>
 
 #include "data/batches.h"
+#include "data/bpe_tokenizer.h"
+#include "data/char_tokenizer.h"
 #include "data/corpus.h"
 
 using namespace kiln;
@@ -79,4 +81,39 @@ TEST_CASE("WikiText-2 reads exactly as torch_ref reads it", "[wikitext2]") {
   REQUIRE(batches.num_windows() == 2984);
   REQUIRE(batches.window_length(2983) == 25);
   REQUIRE(batches.window(0).inputs.at<std::int64_t>({1, 0}) == corpus.train().ids[104431]);
+}
+
+TEST_CASE("every line of WikiText-2 round-trips through BPE and char tokens", "[wikitext2]") {
+  const char* dir = std::getenv("KILN_DATA");
+  if (dir == nullptr || *dir == '\0') {
+    std::cout << "skipped: no WikiText-2 data (set KILN_DATA)\n";
+    return;
+  }
+  const BpeTokenizer bpe = BpeTokenizer::from_json(
+      read_text_file(std::string(KILN_TEST_SOURCE_DIR) + "/tests/data/bpe/hf_tokenizer.json"),
+      "hf_tokenizer.json");
+  for (const char* split : {"train", "valid", "test"}) {
+    const std::string text = read_text_file(std::string(dir) + "/" + split + ".txt");
+    CharTokenizerBuilder builder;
+    builder.add_text(text);
+    const CharTokenizer chars = builder.build(0);
+    std::size_t lines = 0, failed = 0;
+    for (std::size_t start = 0; start < text.size();) {
+      const std::size_t end = std::min(text.find('\n', start), text.size() - 1) + 1;
+      const std::string_view line(text.data() + start, end - start);
+      failed += bpe.decode(bpe.encode(line)) != line || chars.decode(chars.encode(line)) != line;
+      ++lines;
+      start = end;
+    }
+    INFO(split << ": " << failed << " of " << lines << " lines do not round-trip");
+    CHECK(failed == 0);
+    // The whole text on 2 threads is the lines' ids joined, and the same text again.
+    CHECK(bpe.decode(bpe.encode(text, 2)) == text);
+    // Per-word counts of any tokenization divide by the corpus's own token count.
+    Vocabulary vocab;
+    WordCounter counter;
+    counter.add(text);
+    CHECK(counter.finish() ==
+          static_cast<std::int64_t>(tokenize_text(text, split, vocab).ids.size()));
+  }
 }

@@ -1,0 +1,235 @@
+// Token shards (data/token_shard.h), prepared datasets (data/dataset.h) and the prepare step
+// (data/prepare.h): round trips to the exact text, the header's counts, and every kind of bad
+// file or text refused with an error that names it, leaving nothing half written.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "core/io/crc32.h"
+#include "data/bpe_tokenizer.h"
+#include "data/corpus.h"
+#include "data/dataset.h"
+#include "data/prepare.h"
+#include "data/token_shard.h"
+#include "tests/data/data_test_util.h"
+
+using namespace kiln;
+using Catch::Matchers::Contains;
+using kiln::testing::error_message;
+using kiln::testing::TempDir;
+using Ids = std::vector<std::int64_t>;
+
+namespace {
+
+const std::string kBpeDir = std::string(KILN_TEST_SOURCE_DIR) + "/tests/data/bpe/";
+
+std::string file_bytes(const std::string& path) { return read_text_file(path); }
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string all_ids_text(const Dataset& data, const std::string& split) {
+  const TokenView view = data.tokens(split).ids;
+  Ids ids(static_cast<std::size_t>(view.size()));
+  view.copy(0, view.size(), ids.data());
+  return data.tokenizer().decode(ids);
+}
+
+}  // namespace
+
+TEST_CASE("a shard round-trips its ids and counts through the header") {
+  TempDir dir;
+  const std::string path = dir.file("a.bin");
+  ShardWriter writer(path, {.id_bytes = 2, .vocab_size = 1000, .tokenizer_hash = 42});
+  writer.append(Ids{1, 999, 0, 7});
+  writer.append(Ids{5});
+  writer.add_text(20, 4);
+  const ShardHeader written = writer.commit();
+  CHECK(std::filesystem::file_size(path) == kShardHeaderBytes + 5 * 2);
+  const TokenShard shard(path, {.tokenizer_hash = 42, .vocab_size = 1000});
+  CHECK(shard.header().tokens == 5);
+  CHECK(shard.header().text_bytes == 20);
+  CHECK(shard.header().words == 4);
+  CHECK(shard.header().ids_hash == written.ids_hash);
+  const TokenView ids = shard.tokens();
+  REQUIRE(ids.size() == 5);
+  CHECK(
+      (std::vector<std::int64_t>{ids[0], ids[1], ids[2], ids[3], ids[4]} == Ids{1, 999, 0, 7, 5}));
+  CHECK(id_bytes_for(65536) == 2);
+  CHECK(id_bytes_for(65537) == 4);
+}
+
+TEST_CASE("errors/shard: bad shards are refused, naming the file and what differs") {
+  TempDir dir;
+  const std::string path = dir.file("s.bin");
+  ShardWriter writer(path, {.id_bytes = 4, .vocab_size = 100, .tokenizer_hash = 7});
+  writer.append(Ids{1, 2, 3, 99});
+  writer.commit();
+  const std::string good = file_bytes(path);
+  const auto open = [&](const std::string& bytes, ShardExpectation expect = {}) {
+    write_bytes(path, bytes);
+    return error_message([&] { TokenShard shard(path, expect); });
+  };
+  SECTION("not a shard") {
+    CHECK_THAT(open("hello, world: some text, not ids at all, " + good),
+               Contains("not a kiln token shard"));
+  }
+  SECTION("a corrupt header") {
+    std::string bad = good;
+    bad[20] ^= 1;
+    CHECK_THAT(open(bad), Contains(path) && Contains("header is corrupt"));
+  }
+  SECTION("truncated") { CHECK_THAT(open(good.substr(0, good.size() - 2)), Contains("truncated")); }
+  SECTION("too short for a header") {
+    CHECK_THAT(open(good.substr(0, 10)), Contains("shorter than the 64-byte header"));
+  }
+  SECTION("corrupt ids") {
+    std::string bad = good;
+    bad[kShardHeaderBytes + 1] ^= 1;
+    CHECK_THAT(open(bad), Contains("ids are corrupt"));
+  }
+  SECTION("another tokenizer") {
+    CHECK_THAT(open(good, {.tokenizer_hash = 8}), Contains("belongs to another tokenizer"));
+  }
+  SECTION("ids beyond the vocabulary") {
+    // The header says vocabulary 50 (its CRC fixed): id 99 is out of range.
+    std::string bad = good;
+    const std::uint32_t vocab = 50;
+    std::memcpy(bad.data() + 56, &vocab, 4);
+    const std::uint32_t crc = crc32(bad.data(), 60);
+    std::memcpy(bad.data() + 60, &crc, 4);
+    CHECK_THAT(open(bad), Contains("id 99 at token 3 is outside the vocabulary"));
+  }
+  SECTION("a writer refuses an id beyond the vocabulary") {
+    ShardWriter w(dir.file("t.bin"), {.id_bytes = 2, .vocab_size = 10});
+    CHECK_THAT(error_message([&] { w.append(Ids{3, 10}); }), Contains("id 10 is outside"));
+  }
+}
+
+TEST_CASE("the prepare step: three files, BPE, decoded back to the exact text") {
+  TempDir dir;
+  const std::string out = dir.file("ds");
+  const PrepareResult r = prepare_dataset({.train = kBpeDir + "train.txt",
+                                           .valid = kBpeDir + "sample.txt",
+                                           .test = kBpeDir + "sample.txt",
+                                           .out = out,
+                                           .vocab_size = 600,
+                                           .threads = 2});
+  CHECK(r.tokenizer_kind == "bpe");
+  CHECK(r.vocab_size == 600);
+  // The trained tokenizer is the committed one (the golden tests' kiln_tokenizer.json).
+  CHECK(file_bytes(out + "/tokenizer.json") == file_bytes(kBpeDir + "kiln_tokenizer.json"));
+  const PreparedDataset data(out, nullptr, kAllSplits);
+  CHECK(all_ids_text(data, "train") == file_bytes(kBpeDir + "train.txt"));
+  CHECK(all_ids_text(data, "valid") == file_bytes(kBpeDir + "sample.txt"));
+  const SplitTokens valid = data.tokens("valid");
+  CHECK(valid.text_bytes == static_cast<std::int64_t>(file_bytes(kBpeDir + "sample.txt").size()));
+  // Its word count is the word-level tokens the corpus reader gives the same text.
+  Vocabulary vocab;
+  CHECK(valid.words ==
+        static_cast<std::int64_t>(
+            tokenize_text(file_bytes(kBpeDir + "sample.txt"), "s", vocab).ids.size()));
+  CHECK(data.header("train").ids_hash == r.splits[0].header.ids_hash);
+  // Another tokenizer is refused.
+  const BpeTokenizer other =
+      BpeTokenizer::from_json(file_bytes(kBpeDir + "hf_tokenizer.json"), "hf");
+  CHECK_THAT(error_message([&] { PreparedDataset(out, &other, kAllSplits); }),
+             Contains("prepared with tokenizer"));
+}
+
+TEST_CASE("the prepare step: one folder cut by fractions at line starts, char tokens") {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "in" / "sub");
+  std::string a, b;
+  for (int i = 0; i < 300; ++i) a += "line " + std::to_string(i) + " of the first file, é and 中\n";
+  for (int i = 0; i < 100; ++i) b += "second file line " + std::to_string(i) + "\r\n";
+  dir.write("in/a.txt", a);
+  dir.write("in/sub/b.txt", b);
+  dir.write("in/.hidden", std::string("\0\0", 2));  // skipped
+  const std::string out = dir.file("ds");
+  const PrepareResult r = prepare_dataset({.inputs = {dir.file("in")},
+                                           .out = out,
+                                           .tokenizer = "char",
+                                           .valid_fraction = 0.1,
+                                           .test_fraction = 0.1,
+                                           .block_bytes = 1000,  // many blocks
+                                           .threads = 3});
+  REQUIRE(r.splits.size() == 3);
+  const PreparedDataset data(out, nullptr, kAllSplits);
+  const std::string joined =
+      all_ids_text(data, "train") + all_ids_text(data, "valid") + all_ids_text(data, "test");
+  CHECK(joined == a + b);
+  std::uint64_t bytes = 0;
+  for (const PreparedSplit& s : r.splits) bytes += s.header.text_bytes;
+  CHECK(bytes == a.size() + b.size());
+  // Splits start at line starts, about 80% / 10% / 10% of the bytes.
+  const std::string valid = all_ids_text(data, "valid");
+  CHECK(valid.rfind("line ", 0) == 0);
+  CHECK(std::abs(static_cast<double>(valid.size()) / static_cast<double>(bytes) - 0.1) < 0.02);
+  CHECK(data.tokenizer().vocab_size() == 256 + 2);  // é and 中
+}
+
+TEST_CASE("errors/prepare: bad text stops the step before any file is written") {
+  TempDir dir;
+  const std::string out = dir.file("ds");
+  const auto prepare = [&](PrepareOptions o) {
+    o.out = out;
+    return error_message([&] { prepare_dataset(o); });
+  };
+  SECTION("an empty corpus") {
+    dir.write("empty.txt", "");
+    CHECK_THAT(prepare({.inputs = {dir.file("empty.txt")}}), Contains("no text"));
+  }
+  SECTION("a missing input") {
+    CHECK_THAT(prepare({.inputs = {dir.file("nope.txt")}}), Contains("nope.txt: not found"));
+  }
+  SECTION("a line past the limit") {
+    std::string text = "short\n" + std::string(50, 'x') + "\n";
+    for (int i = 0; i < 20; ++i) text += "short\n";
+    dir.write("long.txt", text);
+    const std::string message = prepare({.inputs = {dir.file("long.txt")},
+                                         .tokenizer = "char",
+                                         .valid_fraction = 0.2,
+                                         .test_fraction = 0.2,
+                                         .max_line_bytes = 20});
+    CHECK_THAT(message, Contains("long.txt:2") && Contains("longer than 20 bytes") &&
+                            Contains("--max-line-bytes"));
+  }
+  SECTION("a NUL byte") {
+    dir.write("bin.txt", std::string("text\n\0more\n", 11) + std::string(100, 'a'));
+    CHECK_THAT(prepare({.train = dir.file("bin.txt"),
+                        .valid = dir.file("bin.txt"),
+                        .test = dir.file("bin.txt"),
+                        .tokenizer = "char"}),
+               Contains("bin.txt:2") && Contains("NUL byte"));
+  }
+  SECTION("a split without text") {
+    dir.write("one.txt", "just one line\n");
+    CHECK_THAT(prepare({.inputs = {dir.file("one.txt")}, .tokenizer = "char"}),
+               Contains("split has no text"));
+  }
+  CHECK_FALSE(std::filesystem::exists(out + "/train.bin"));
+  CHECK_FALSE(std::filesystem::exists(out + "/tokenizer.json"));
+}
+
+TEST_CASE("a text folder encoded with a tokenizer counts its bytes and words") {
+  TempDir dir;
+  dir.write("train.txt", "a b c\nd e\n");
+  dir.write("valid.txt", "hello there\nsecond line");
+  dir.write("test.txt", "x\n");
+  const auto bpe = std::make_shared<BpeTokenizer>(
+      BpeTokenizer::from_json(file_bytes(kBpeDir + "hf_tokenizer.json"), "hf"));
+  const std::unique_ptr<Dataset> data = open_dataset(dir.path(), bpe, {"valid"}, 1);
+  const SplitTokens valid = data->tokens("valid");
+  CHECK(valid.text_bytes == 23);
+  CHECK(valid.words == 6);  // hello there <eos> second line <eos>
+  CHECK(all_ids_text(*data, "valid") == "hello there\nsecond line");
+  CHECK_THAT(error_message([&] { data->tokens("train"); }), Contains("not read"));
+  // Without a tokenizer: the word-level corpus of the folder's three files.
+  const std::unique_ptr<Dataset> words = open_dataset(dir.path(), nullptr, kAllSplits, 1);
+  CHECK(words->tokenizer().kind() == "word");
+  CHECK(words->tokens("train").words == 7);
+  CHECK(words->tokens("train").text_bytes == 10);
+}
