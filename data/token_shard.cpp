@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/io/crc32.h"
 #include "core/io/output_file.h"
@@ -86,9 +88,9 @@ ShardWriter::ShardWriter(std::string path, Options options) : path_(std::move(pa
              "token shard {}: id width {} is not 2 or 4", path_, options.id_bytes);
   check_output_file(path_, "token shard");
   const std::filesystem::path target(path_);
-  const std::string scratch = (target.parent_path() / ("." + target.filename().string() + ".ids." +
-                                                       std::to_string(::getpid())))
-                                  .string();
+  const std::string scratch =
+      (target.parent_path() / fmt::format(".{}.ids.{}", target.filename().string(), ::getpid()))
+          .string();
   scratch_ = std::fopen(scratch.c_str(), "w+b");
   KILN_CHECK(scratch_ != nullptr, "token shard {}: cannot create the scratch file {}: {}", path_,
              scratch, std::strerror(errno));
