@@ -64,7 +64,7 @@ void run(const Flags& flags) {
     text.ids = ckpt.tokenizer->encode(flags.text);
   }
   const auto T = static_cast<std::int64_t>(text.ids.size());
-  KILN_CHECK(T > 0, "--text has no tokens");
+  KILN_CHECK(T > 0, "--text has no words: no tokens to run");
   KILN_CHECK(T <= config.max_seq_len, "--text has {} tokens but the model's max_seq_len is {}", T,
              config.max_seq_len);
   // Labels are the tokens the model saw: an unknown word shows as <unk>, a BPE token as its text.
