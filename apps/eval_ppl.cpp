@@ -112,6 +112,11 @@ int eval(int argc, char** argv) {
   if (ckpt.tokenizer->kind() == "word") {
     fmt::print("data {}/{}.txt: {} tokens | {} words not in the vocabulary read as <unk>\n", dir,
                split, text.ids.size(), text.unknown);
+    if (text.byte_order_mark)
+      fmt::print(
+          "note: {}/{}.txt begins with a UTF-8 byte-order mark, skipped (it marks the "
+          "encoding, it is not part of the first word)\n",
+          dir, split);
     const std::int64_t eos = ckpt.vocabulary.eos();
     std::int64_t lines = 0;
     for (std::int64_t i = 0; i < text.ids.size(); ++i) lines += text.ids[i] == eos;

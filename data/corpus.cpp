@@ -244,6 +244,7 @@ TokenStream tokenize_text_fixed(std::string_view text, std::string_view source,
   const std::optional<std::int64_t> unk = vocabulary.find(Vocabulary::kUnk);
   std::int64_t unknown = 0;
   const bool mark = text.starts_with(kByteOrderMark);
+  const auto bytes = static_cast<std::int64_t>(text.size());
   text.remove_prefix(mark ? kByteOrderMark.size() : 0);
   TokenStream out = split_text(text, [&](std::string_view word, std::int64_t line) {
     if (const std::optional<std::int64_t> id = vocabulary.find(word)) return *id;
@@ -256,7 +257,7 @@ TokenStream tokenize_text_fixed(std::string_view text, std::string_view source,
   });
   out.unknown = unknown;
   out.byte_order_mark = mark;
-  out.bytes = static_cast<std::int64_t>(text.size());
+  out.bytes = bytes;
   return out;
 }
 

@@ -2,12 +2,11 @@
 // tokenizer and, for each split ("train", "valid", "test"), its token ids with the size of the
 // text they encode. Three kinds:
 //
-//   Corpus              a folder of train.txt, valid.txt, test.txt read word by word
-//   (data/corpus.h) PreparedDataset     kiln-prepare's folder: tokenizer.json and memory-mapped
-//   token shards
-//                       train.bin, valid.bin, test.bin (data/token_shard.h)
-//   EncodedTextDataset  such a text folder encoded in memory with a given tokenizer (a
-//                       checkpoint's, to evaluate or resume a char or BPE model on text)
+//   - Corpus (data/corpus.h): a folder of train.txt, valid.txt, test.txt read word by word;
+//   - PreparedDataset: kiln-prepare's folder, tokenizer.json and the memory-mapped token shards
+//     train.bin, valid.bin, test.bin (data/token_shard.h);
+//   - EncodedTextDataset: such a text folder encoded in memory with a given tokenizer (a
+//     checkpoint's, to evaluate or resume a char or BPE model on text).
 //
 //   const std::unique_ptr<Dataset> data = open_dataset("data/wt2-bpe", nullptr, kAllSplits, 2);
 //   const SplitTokens valid = data->tokens("valid");   // valid.ids, valid.text_bytes, ...
@@ -33,9 +32,9 @@ inline const std::vector<std::string> kAllSplits = {"train", "valid", "test"};
 
 struct SplitTokens {
   TokenView ids;
-  std::int64_t text_bytes = 0;  // bytes of the split's text as stored
-  std::int64_t words = 0;       // its whitespace words and line ends (0: unknown)
-  std::int64_t unknown = 0;     // word-level: words read as "<unk>"
+  std::int64_t text_bytes = 0;   // bytes of the split's text as stored
+  std::int64_t words = 0;        // its whitespace words and line ends (0: unknown)
+  std::int64_t unknown = 0;      // word-level: words read as "<unk>"
   bool byte_order_mark = false;  // word-level: the text began with a UTF-8 byte-order mark, skipped
 };
 

@@ -368,7 +368,7 @@ void Trainer::throw_observer_error() const {
 void Trainer::agree_on_settings() const {
   // The corpus first: it sizes the model's vocabulary, which the settings hold.
   options_.communicator->check_same("the corpus", data_text(data_),
-                                    "every rank must read the same data (--data)");
+                                    "every rank must read the same corpus (--data)");
   options_.communicator->check_same("a setting of the run", settings_text(options_, model_),
                                     "every rank must run the same binary with the same flags");
 }

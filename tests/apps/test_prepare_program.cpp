@@ -1,6 +1,8 @@
 // kiln-prepare and the programs on its datasets, as a user runs them: character and BPE models
 // of the default size prepared from a small text, trained, evaluated (bits per byte) and sampled
 // to text; and the prepare step's usage errors.
+#include <filesystem>
+
 #include <catch2/catch.hpp>
 
 #include "tests/apps/programs.h"
@@ -59,6 +61,7 @@ TEST_CASE("char and BPE models of the default size train on a small text and gen
     REQUIRE(generated.status == 0);
     CHECK(!generated.output.empty());
     // A text folder is encoded with the checkpoint's tokenizer.
+    std::filesystem::create_directories(dir.file("folder"));
     dir.write("folder/valid.txt", "the cat sees item 3.\n");
     const RunResult on_text = run(kEvalPpl + " --data " + dir.file("folder") +
                                   " --split valid --seq-len 4 --batch-size 2 --checkpoint " + save);
