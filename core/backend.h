@@ -124,8 +124,10 @@ struct CrossEntropyArgs {
 // Row-major C = alpha * op(A) * op(B) + beta * C, `batch` times with the given element strides
 // between consecutive matrices (0 repeats one matrix). op(X) is X or X^T. C and the arithmetic
 // are `dtype`; so are A and B, unless bf16_operands: then A and B hold bfloat16 and dtype is
-// float32 (bf16 products, exact in float32, summed in float32: mixed precision's GEMM).
+// float32 (bf16 products, exact in float32, summed in float32: mixed precision's GEMM). `op`
+// names the caller in errors.
 struct GemmArgs {
+  const char* op = "gemm";
   DType dtype = DType::f32;
   bool bf16_operands = false;
   bool trans_a = false, trans_b = false;
@@ -140,6 +142,16 @@ struct GemmArgs {
   std::int64_t batch = 1;
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
+
+// The rules of BLAS's argument checks (row-major CBLAS; cuBLAS's are the same), checked before
+// any BLAS library, cuBLAS or kiln kernel sees a GEMM (both backends' gemm and the attention
+// kernels' tile products call it): m, n, k, batch >= 0; each stored matrix's leading dimension
+// at least max(1, its row length): lda >= max(1, trans_a ? m : k), ldb >= max(1, trans_b ? k : n),
+// ldc >= max(1, n), even for an empty product; each of them at most 2^31 - 1 (the libraries'
+// int); a batch's results apart (stride_c >= (m - 1) ldc + n) and its strides >= 0. A
+// kiln::Error naming args.op and the arguments otherwise: an op that reads a tensor BLAS cannot
+// describe copies it first (core/ops/gemm_operand.h).
+void check_gemm(const GemmArgs& args);
 
 // One attention operand, (B, heads, T, d) inside a larger buffer with each row of d contiguous:
 // element (b, i, t, c) is at data + b batch_stride + i head_stride + t row_stride + c (strides
@@ -160,6 +172,7 @@ struct HeadsArg {
 constexpr std::int64_t kMaxAttentionHeadDim = 256;
 
 struct AttentionArgs {
+  const char* op = "attention";  // the caller, for errors
   DType dtype = DType::f32;
   std::int64_t batch = 0, heads = 0, kv_heads = 0, queries = 0, keys = 0, d = 0;
   double scale = 1.0;
@@ -177,6 +190,13 @@ struct AttentionArgs {
 struct AttentionGradArgs {
   HeadsArg dout, dq, dk, dv;
 };
+
+// The attention kernels' argument rules, checked by both backends before a kernel runs (their
+// tile products take the row stride as a GEMM's leading dimension): d in [1, kMaxAttentionHeadDim],
+// heads a multiple of kv_heads >= 1, keys >= queries >= 0, and every operand's (and, given
+// grads, every gradient's) strides >= 0 with rows at least d apart (row_stride >= d), at most
+// 2^31 - 1. A kiln::Error naming args.op, the operand and its strides otherwise.
+void check_attention(const AttentionArgs& args, const AttentionGradArgs* grads = nullptr);
 
 // ---- Indexing
 

@@ -307,6 +307,7 @@ void backward(const AttentionArgs& a, const T* logsumexp, const HeadsArg& dout_a
 }  // namespace
 
 void CpuBackend::attention_forward(const AttentionArgs& args) {
+  check_attention(args);
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     forward<T>(args, static_cast<T*>(args.logsumexp));
@@ -314,6 +315,7 @@ void CpuBackend::attention_forward(const AttentionArgs& args) {
 }
 
 void CpuBackend::attention_backward(const AttentionArgs& args, const AttentionGradArgs& grads) {
+  check_attention(args, &grads);
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     const std::int64_t group = args.heads / args.kv_heads;

@@ -185,12 +185,15 @@ template <typename T>
 void tile_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
                const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
                std::int64_t ldc) {
+  GemmArgs g;
+  g.op = "attention tile product";
+  g.dtype = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+  g.trans_a = trans_a, g.trans_b = trans_b;
+  g.m = m, g.n = n, g.k = k;
+  g.a = a, g.lda = lda, g.b = b, g.ldb = ldb, g.c = c, g.ldc = ldc;
+  g.alpha = alpha, g.beta = beta;
+  check_gemm(g);
   if (const BlasLibrary* blas = gemm_library(m, n, k)) {
-    GemmArgs g;
-    g.trans_a = trans_a, g.trans_b = trans_b;
-    g.m = m, g.n = n, g.k = k;
-    g.lda = lda, g.ldb = ldb, g.ldc = ldc;
-    g.alpha = alpha, g.beta = beta;
     blas_one<T>(*blas, g, a, b, c);
     return;
   }
@@ -212,6 +215,8 @@ template void tile_gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int
                                 double*, std::int64_t);
 
 void CpuBackend::gemm(const GemmArgs& args) {
+  check_gemm(args);
+  if (args.batch == 0 || args.m == 0 || args.n == 0) return;
   const bool timed = profile::enabled();
   const auto start =
       timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();

@@ -222,6 +222,7 @@ bool packed_gemm_built() { return true; }
 std::string packed_gemm_kernel() { return kKernelName; }
 
 void packed_gemm(const GemmArgs& g) {
+  check_gemm(g);
   const std::int64_t m = g.m, n = g.n, k = g.k;
   if (m <= 0 || n <= 0) return;
   const auto* a = static_cast<const float*>(g.a);

@@ -387,6 +387,7 @@ void with_head_bound(std::int64_t d, Launch&& launch) {
 }  // namespace gpu
 
 void CudaBackend::attention_forward(const AttentionArgs& args) {
+  check_attention(args);
   if (args.batch * args.heads * args.queries == 0) return;
   activate();
   const std::uint32_t threshold = philox::dropout_threshold(args.dropout_p);
@@ -405,6 +406,7 @@ void CudaBackend::attention_forward(const AttentionArgs& args) {
 }
 
 void CudaBackend::attention_backward(const AttentionArgs& args, const AttentionGradArgs& grads) {
+  check_attention(args, &grads);
   const HeadsArg &dout = grads.dout, &dq = grads.dq, &dk = grads.dk, &dv = grads.dv;
   if (args.batch * args.heads * args.queries == 0) return;
   activate();

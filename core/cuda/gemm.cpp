@@ -73,9 +73,10 @@ void gemm_bf16_operands(cublasHandle_t handle, const GemmArgs& g) {
 }  // namespace
 
 void CudaBackend::gemm(const GemmArgs& args) {
+  check_gemm(args);
   if (args.batch == 0 || args.m == 0 || args.n == 0) return;
   if (args.k == 0) {
-    // op(A) op(B) is zero: C = beta * C. cuBLAS would reject the leading dims of empty A and B.
+    // op(A) op(B) is zero: C = beta * C, without cuBLAS.
     const TensorArg c{
         args.c, args.dtype, {args.batch, args.m, args.n}, {args.stride_c, args.ldc, 1}};
     if (args.beta == 0.0) {

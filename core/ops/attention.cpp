@@ -1,5 +1,6 @@
 #include "core/ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 
@@ -14,9 +15,21 @@ namespace kiln {
 
 namespace {
 
-// The heads of a 4-D (B, heads, T, d) tensor whose rows are contiguous.
+// Whether the kernels can read a 4-D (B, heads, T, d) tensor in place: each row of d elements
+// contiguous and rows at least d apart (the row stride is their tile products' leading
+// dimension, which BLAS refuses below d). An expanded sequence (row stride 0) is not.
+bool heads_readable(const Tensor& t) {
+  const std::int64_t d = t.size(3);
+  return (t.strides()[3] == 1 || d == 1) && (t.strides()[2] >= d || t.size(2) == 1);
+}
+
+// The heads of a 4-D (B, heads, T, d) tensor that heads_readable accepts. A single row's stride
+// is never stepped over: it is given as d when smaller (a decoding step's one query may have
+// any).
 HeadsArg heads_of(const Tensor& t) {
-  return {t.raw_data(), t.strides()[0], t.strides()[1], t.strides()[2]};
+  const std::int64_t row_stride =
+      t.size(2) == 1 ? std::max(t.strides()[2], t.size(3)) : t.strides()[2];
+  return {t.raw_data(), t.strides()[0], t.strides()[1], row_stride};
 }
 
 // Head block `first` (of d columns) of a (B, T, width) buffer: heads first, first + 1, ...
@@ -35,10 +48,11 @@ void check_dropout(std::string_view op, double p) {
 
 // The shape-only part of the kernels' arguments; dropout counters reserved from the generator
 // when it applies: one per four of the B h T_q T_k probabilities, as dropout() reserves them.
-AttentionArgs shape_args(std::string_view op, DType dtype, std::int64_t batch, std::int64_t heads,
+AttentionArgs shape_args(const char* op, DType dtype, std::int64_t batch, std::int64_t heads,
                          std::int64_t kv_heads, std::int64_t queries, std::int64_t keys,
                          std::int64_t d, double dropout_p, bool training, Generator* gen) {
   AttentionArgs a;
+  a.op = op;
   a.dtype = dtype;
   a.batch = batch, a.heads = heads, a.kv_heads = kv_heads;
   a.queries = queries, a.keys = keys, a.d = d;
@@ -157,12 +171,13 @@ Tensor causal_attention_heads(const Tensor& q_in, const Tensor& k_in, const Tens
     return autocast_result(
         empty_attention("causal_attention_heads", {B, queries, heads * d}, {q, k, v}), q.dtype());
 
-  // The kernels read rows of d contiguous elements; any other strides are taken as they are.
-  // They compute in float32 on bf16 operands' values; what is saved stays bf16.
-  const auto rows_contiguous = [](const Tensor& t) {
-    return (t.strides()[3] == 1 ? t : t.contiguous()).detach();
+  // Operands the kernels cannot read in place (heads_readable) are copied; any other strides
+  // are taken as they are. The kernels compute in float32 on bf16 operands' values; what is
+  // saved stays bf16.
+  const auto readable = [](const Tensor& t) {
+    return (heads_readable(t) ? t : t.contiguous()).detach();
   };
-  const Tensor qr = rows_contiguous(q), kr = rows_contiguous(k), vr = rows_contiguous(v);
+  const Tensor qr = readable(q), kr = readable(k), vr = readable(v);
   const Tensor q_values = compute_copy(qr), k_values = compute_copy(kr),
                v_values = compute_copy(vr);
   const DType dtype = q_values.dtype();

@@ -36,8 +36,9 @@ Tensor causal_attention(const Tensor& projected, std::int64_t heads, std::int64_
                         Tensor* probabilities = nullptr);
 
 // Attention of separate heads (after RoPE, or over a KV cache): q (B, heads, T_q, d_head),
-// k and v (B, kv_heads, T_k, d_head) with T_k >= T_q, any strides (a tensor whose last dim is
-// not contiguous is copied) -> (B, T_q, heads d_head). The queries are the last T_q positions:
+// k and v (B, kv_heads, T_k, d_head) with T_k >= T_q, any strides (an operand whose rows of
+// d_head are not contiguous, or less than d_head apart as in a sequence expanded from one
+// position, is copied) -> (B, T_q, heads d_head). The queries are the last T_q positions:
 // query t sees keys j <= t + T_k - T_q (a decoding step's one query sees the whole cache).
 // d_head at most kMaxAttentionHeadDim. bf16 and autocast as causal_attention's fused path (the
 // three operands of one dtype, after autocast's cast).

@@ -45,6 +45,7 @@ void head_gemm(const Geometry& geo, std::int64_t m, std::int64_t n, std::int64_t
                const Tensor& c, HeadMatrix mc, double alpha, double beta) {
   const std::size_t element = dtype_size(c.dtype());
   GemmArgs g;
+  g.op = "causal_attention";
   g.dtype = c.dtype();
   g.m = m, g.n = n, g.k = k;
   g.a = static_cast<const char*>(a.raw_data()) + ma.offset * element;

@@ -32,6 +32,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias) {
   Backend& backend = backend_of(x);
   if (bias.defined()) backend.copy(arg_of(y), broadcast_arg(bias.detach(), y.shape()));
   GemmArgs g;
+  g.op = "linear";
   g.dtype = out_dtype;
   g.bf16_operands = x.dtype() == DType::bf16;
   g.m = rows, g.n = out_features, g.k = x.size(1);

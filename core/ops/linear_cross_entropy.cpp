@@ -6,6 +6,7 @@
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/factories.h"
+#include "core/ops/gemm_operand.h"
 #include "core/ops/indexing.h"
 #include "core/ops/op_utils.h"
 #include "core/ops/select.h"
@@ -15,17 +16,20 @@ namespace kiln {
 
 namespace {
 
-// C (m, n) = alpha op(A) op(B) for row-major operands whose rows are contiguous (the logits'
-// rows may be padded: their row stride is the leading dimension).
+// C (m, n) = alpha op(A) op(B), C's rows contiguous (the logits' rows may be padded: their row
+// stride is the leading dimension); A and B as gemm_operand reads them.
 void gemm_into(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                double alpha) {
+  const GemmOperand op_a = gemm_operand(trans_a ? a.t() : a);
+  const GemmOperand op_b = gemm_operand(trans_b ? b.t() : b);
   GemmArgs g;
+  g.op = "linear_cross_entropy";
   g.dtype = c.dtype();
   g.bf16_operands = a.dtype() == DType::bf16;
   g.m = c.size(0), g.n = c.size(1), g.k = trans_a ? a.size(0) : a.size(1);
-  g.a = a.raw_data(), g.lda = a.strides()[0], g.trans_a = trans_a;
-  g.b = b.raw_data(), g.ldb = b.strides()[0], g.trans_b = trans_b;
-  g.c = c.raw_data(), g.ldc = c.strides()[0];
+  g.a = op_a.tensor.raw_data(), g.lda = op_a.ld, g.trans_a = op_a.transposed;
+  g.b = op_b.tensor.raw_data(), g.ldb = op_b.ld, g.trans_b = op_b.transposed;
+  g.c = c.raw_data(), g.ldc = gemm_result_ld(c);
   g.alpha = alpha;
   if (g.m > 0 && g.n > 0) backend_of(c).gemm(g);
 }

@@ -3,6 +3,7 @@
 
 #include "core/autocast.h"
 #include "core/autograd.h"
+#include "core/ops/gemm_operand.h"
 #include "core/ops/op_utils.h"
 #include "core/ops/reduction.h"
 #include "core/profiler.h"
@@ -11,58 +12,12 @@ namespace kiln {
 
 namespace {
 
-// How a GEMM reads one operand of a batch of matrices: transposed or not, leading dimension,
-// element stride between consecutive matrices of the flattened batch.
-struct MatrixLayout {
-  Tensor tensor;  // the tensor whose data the GEMM reads (a copy if the view was unusable)
-  bool transposed = false;
-  std::int64_t ld = 0;
-  std::int64_t batch_stride = 0;
-};
-
-// The single stride that steps through all batch dims in row-major order, if there is one.
-bool flat_batch_stride(const Tensor& t, std::int64_t& stride) {
-  const std::int64_t nbatch = t.dim() - 2;
-  stride = 0;
-  std::int64_t expected = -1;  // stride the next-outer dim must have
-  for (std::int64_t i = nbatch - 1; i >= 0; --i) {
-    const std::int64_t size = t.shape()[i], st = t.strides()[i];
-    if (size == 1) continue;
-    if (expected < 0) {
-      stride = st;
-    } else if (st != expected) {
-      return false;
-    }
-    expected = st * size;
-  }
-  return true;
-}
-
-MatrixLayout layout_of(const Tensor& t) {
-  const std::int64_t rows = t.size(-2), cols = t.size(-1);
-  const std::int64_t rs = t.strides()[t.dim() - 2], cs = t.strides()[t.dim() - 1];
-  MatrixLayout layout{t};
-  std::int64_t batch_stride = 0;
-  const bool batch_ok = flat_batch_stride(t, batch_stride);
-  if (batch_ok && (cs == 1 || cols == 1) && rs >= std::max<std::int64_t>(cols, 1)) {
-    layout.ld = rs;
-  } else if (batch_ok && (rs == 1 || rows == 1) && cs >= std::max<std::int64_t>(rows, 1)) {
-    layout.transposed = true;
-    layout.ld = cs;
-  } else {
-    layout.tensor = t.contiguous();
-    layout.ld = std::max<std::int64_t>(cols, 1);
-    flat_batch_stride(layout.tensor, batch_stride);
-  }
-  layout.batch_stride = batch_stride;
-  return layout;
-}
-
 // out (batch.., n, m) = a (batch.., n, k) @ b (batch.., k, m), operands already broadcast.
 void gemm_into(const Tensor& out, const Tensor& a, const Tensor& b) {
   const std::int64_t n = a.size(-2), k = a.size(-1), m = b.size(-1);
-  const MatrixLayout la = layout_of(a), lb = layout_of(b);
+  const GemmOperand la = gemm_operand(a), lb = gemm_operand(b);
   GemmArgs args;
+  args.op = "matmul";
   args.dtype = out.dtype();
   args.bf16_operands = a.dtype() == DType::bf16;
   args.m = n;

@@ -123,7 +123,7 @@ TEST_CASE("the packed GEMM with k 0 scales C by beta", "[gemm]") {
   if (skip_unbuilt()) return;
   std::vector<float> c = {1, 2, 3, 4, 5, 6};
   GemmArgs g;
-  g.m = 2, g.n = 3, g.k = 0, g.ldc = 3, g.beta = 0.5;
+  g.m = 2, g.n = 3, g.k = 0, g.lda = 1, g.ldb = 3, g.ldc = 3, g.beta = 0.5;  // BLAS's least lds
   g.c = c.data();
   packed_gemm(g);
   CHECK(c == std::vector<float>{0.5f, 1, 1.5f, 2, 2.5f, 3});
