@@ -72,7 +72,7 @@ enum class BinaryOp : std::uint8_t {
   gt,
   ge,  // 1 where true, 0 where false, in the inputs' dtype
   // Backward of activations: (a = upstream gradient, b = the saved input x or output y).
-  relu_backward,       // a * (x > 0)
+  relu_backward,       // a unless y = relu(x) <= 0 (so a NaN x passes a)
   gelu_tanh_backward,  // a * gelu_tanh'(x)
   gelu_erf_backward,   // a * gelu_erf'(x)
   tanh_backward,       // a * (1 - y^2)

@@ -6,7 +6,8 @@
 // (docs/mixed-precision.md); the rest (random factories, in-place updates, optimizers) refuse it
 // by name ("uniform: bfloat16 is not supported yet"). The one implicit promotion: an elementwise
 // op on a bfloat16 and a float32 tensor gives float32. Mixing float32 and float64 in one op is an
-// error, and a C++ scalar operand takes the tensor's dtype.
+// error, and a C++ scalar operand takes the dtype the op computes in (the tensor's; float32 for
+// bfloat16, core/ops/elementwise.h).
 #pragma once
 
 #include <cstddef>

@@ -75,7 +75,7 @@ KILN_HOST_DEVICE inline T unary(T x, T s) {
   else if constexpr (op == UnaryOp::sigmoid)
     return sigmoid(x);
   else if constexpr (op == UnaryOp::relu)
-    return x > T(0) ? x : T(0);
+    return x < T(0) ? T(0) : x;  // NaN and -0 pass through, as in PyTorch
   else if constexpr (op == UnaryOp::gelu_tanh)
     return gelu_tanh(x);
   else if constexpr (op == UnaryOp::gelu_erf)
@@ -122,7 +122,7 @@ KILN_HOST_DEVICE inline T binary(T a, T b) {
   else if constexpr (op == BinaryOp::ge)
     return a >= b ? T(1) : T(0);
   else if constexpr (op == BinaryOp::relu_backward)
-    return b > T(0) ? a : T(0);
+    return b <= T(0) ? T(0) : a;  // b = relu(x): a NaN x passes its gradient, as in PyTorch
   else if constexpr (op == BinaryOp::gelu_tanh_backward)
     return a * gelu_tanh_grad(b);
   else if constexpr (op == BinaryOp::gelu_erf_backward)

@@ -196,7 +196,8 @@ Tensor sigmoid(const Tensor& x) {
   return out;
 }
 
-// relu'(x) = [x > 0] = [relu(x) > 0]: saves the output.
+// relu(x) = max(x, 0), NaN staying NaN; relu'(x) = [x > 0], and 1 for NaN: the gradient passes
+// unless relu(x) <= 0 (PyTorch's rule, which keeps a NaN visible downstream). Saves the output.
 Tensor relu(const Tensor& x) {
   Tensor out = unary_kernel("relu", UnaryOp::relu, x);
   record("relu", out, {x}, {out}, [](const Tensor& g, const Saved& s) {

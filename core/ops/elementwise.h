@@ -1,8 +1,10 @@
-// Elementwise ops. Binary ops broadcast (NumPy rules) both ways; a C++ scalar operand takes the
-// tensor's dtype. Arithmetic takes float32, float64 or bfloat16 (computed in float32 and rounded
-// back: bf16 in, bf16 out; a bf16 and a float32 operand give float32, the one promotion);
-// comparisons also take int64 and give 1/0 in the inputs' dtype. All arithmetic ops are
-// differentiable; a bf16 input's gradient is float32.
+// Elementwise ops. Binary ops broadcast (NumPy rules) both ways. Arithmetic takes float32,
+// float64 or bfloat16 (computed in float32 and rounded back: bf16 in, bf16 out; a bf16 and a
+// float32 operand give float32, the one promotion); comparisons also take int64 and give 1/0 in
+// the inputs' dtype. A C++ scalar operand takes the dtype the op computes in: the tensor's for
+// float32 and float64, float32 for bf16, so that x op s is rounded to bf16 once, from float32
+// arithmetic (PyTorch 1.13 rounds s to bf16 first: bf16 255 * 1.00390625 is 256 here, 255
+// there). All arithmetic ops are differentiable; a bf16 input's gradient is float32.
 #pragma once
 
 #include "core/tensor.h"

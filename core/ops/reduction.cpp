@@ -121,7 +121,7 @@ MaxResult max(const Tensor& x, std::int64_t dim, bool keepdim) {
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
-  if (x.shape() == shape) return x;
+  if (x.shape() == shape) return x.dtype() == DType::bf16 ? x.to(DType::f32) : x;
   KILN_CHECK(x.dim() >= static_cast<std::int64_t>(shape.size()),
              "sum_to: cannot reduce shape {} to {}", x.shape(), shape);
   const std::size_t lead = x.shape().size() - shape.size();

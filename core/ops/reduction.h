@@ -21,7 +21,8 @@ struct MaxResult {
 };
 MaxResult max(const Tensor& x, std::int64_t dim, bool keepdim = false);
 
-// Reduces a gradient of a broadcast result back to `shape` (sums the stretched dims).
+// Reduces a gradient of a broadcast result back to `shape` (sums the stretched dims); a bf16 x
+// gives float32 like every reduction, also when its shape is already `shape`.
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
 }  // namespace kiln

@@ -4,6 +4,8 @@
 // fill/copy/arange/where/comparisons, dtype conversion, zero-size tensors, and the error for
 // more than 8 non-mergeable dims. Poisoning is on: an unwritten element is NaN.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 
 #include "core/ops/select.h"
 #include "tests/cuda/cuda_testing.h"
@@ -96,4 +98,19 @@ TEST_CASE("cuda/more than 8 non-mergeable dims is an error naming the op", "[cud
   const Tensor a = ones({2, 1, 2, 1, 2, 1, 2, 1, 2}, {DType::f32, Device::cuda()});
   const Tensor b = ones({1, 2, 1, 2, 1, 2, 1, 2, 1}, {DType::f32, Device::cuda()});
   REQUIRE_THROWS_WITH(add(a, b), Catch::Contains("add:") && Catch::Contains("at most 8"));
+}
+
+TEST_CASE("cuda/relu keeps NaN and passes its gradient, as the CPU", "[cuda][elementwise]") {
+  if (!cuda_available_or_skip()) return;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x =
+      from_vector<double>({nan, -0.5, 0.0, 2.0}, {4}).to(DType::f32).to(Device::cuda());
+  const Tensor leaf = x.detach().requires_grad_();
+  const Tensor y = relu(leaf);
+  const std::vector<double> v = y.to(Device::cpu()).to_vector<double>();
+  REQUIRE(std::isnan(v[0]));
+  REQUIRE((v[1] == 0.0 && v[2] == 0.0 && v[3] == 2.0));
+  y.backward(full({4}, 3.0, {DType::f32, Device::cuda()}));
+  REQUIRE_EXACT(leaf.grad().to(Device::cpu()),
+                from_vector<double>({3, 0, 0, 3}, {4}).to(DType::f32));
 }
