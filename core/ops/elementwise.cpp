@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
+#include "core/ops/factories.h"
 #include "core/ops/op_utils.h"
 #include "core/ops/reduction.h"
 #include "core/profiler.h"
@@ -164,7 +165,10 @@ Tensor sqrt(const Tensor& x) {
 // d x^p = p x^(p-1) dx.
 Tensor pow(const Tensor& x, double exponent) {
   Tensor out = unary_kernel("pow", UnaryOp::pow_scalar, x, exponent);
+  // d(x^p)/dx = p x^(p - 1); x^0 is the constant 1, whose gradient is 0 everywhere (also at
+  // x = 0 or inf, where p x^(p - 1) would be 0 * inf = NaN; PyTorch's rule too).
   record("pow", out, {x}, {x}, [exponent](const Tensor& g, const Saved& s) {
+    if (exponent == 0.0) return Grads{zeros(g.shape(), {g.dtype(), g.device()})};
     return Grads{mul(g, mul(pow(compute_copy(s[0]), exponent - 1.0), exponent))};
   });
   return out;

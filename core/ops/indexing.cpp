@@ -74,14 +74,15 @@ Tensor select_along(const Tensor& x, int dim, const Tensor& index) {
     return out;
   }
   out = out.contiguous();
-  record("index_select", out, {x, index}, {index}, [dim, rows](const Tensor& g, const Saved& s) {
-    const Tensor g_front = g.transpose(0, dim).contiguous();
-    Shape grad_shape = g_front.shape();
-    grad_shape[0] = rows;
-    const Tensor g_rows = g_front.view({g_front.size(0), -1});
-    const Tensor grad = scatter_add(g_rows, s[0], rows).view(grad_shape).transpose(0, dim);
-    return Grads{grad.contiguous(), Tensor()};
-  });
+  record(
+      "index_select", out, {x, index}, {index}, [dim, rows, cols](const Tensor& g, const Saved& s) {
+        const Tensor g_front = g.transpose(0, dim).contiguous();
+        Shape grad_shape = g_front.shape();
+        grad_shape[0] = rows;
+        const Tensor g_rows = g_front.view({g_front.size(0), cols});  // cols, not -1: it may be 0
+        const Tensor grad = scatter_add(g_rows, s[0], rows).view(grad_shape).transpose(0, dim);
+        return Grads{grad.contiguous(), Tensor()};
+      });
   return out;
 }
 

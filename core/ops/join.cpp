@@ -70,6 +70,7 @@ std::vector<Tensor> split(const Tensor& x, std::int64_t size, std::int64_t dim_i
   std::vector<std::int64_t> sizes;
   for (std::int64_t left = x.size(dim); left > 0; left -= size)
     sizes.push_back(std::min(size, left));
+  if (sizes.empty()) sizes.push_back(0);  // an empty dim is one empty piece, as in PyTorch
   return split(x, sizes, dim);
 }
 

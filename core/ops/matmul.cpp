@@ -54,8 +54,9 @@ Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b) {
   if (k == 0) {
     out.zero_();
   } else if (b.dim() == 2 && a.dim() > 2 && a.is_contiguous()) {
-    // (batch.., n, k) @ (k, m): one GEMM over batch * n rows.
-    gemm_into(out.view({-1, m}), a.detach().view({-1, k}), b.detach());
+    // (batch.., n, k) @ (k, m): one GEMM over batch * n rows (counted, not -1: m may be 0).
+    const std::int64_t rows = numel_of(batch) * n;
+    gemm_into(out.view({rows, m}), a.detach().view({rows, k}), b.detach());
   } else {
     Shape shape_a = batch, shape_b = batch;
     shape_a.insert(shape_a.end(), {n, k});
@@ -72,7 +73,9 @@ Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b) {
     if (s.needs_grad(0)) grad_a = sum_to(matmul_2d_or_more(g, b.transpose(-1, -2)), a.shape());
     if (s.needs_grad(1)) {
       if (b.dim() == 2 && a.dim() > 2) {
-        grad_b = matmul_2d_or_more(a.reshape({-1, a.size(-1)}).t(), g.reshape({-1, g.size(-1)}));
+        const std::int64_t rows = numel_of(Shape(a.shape().begin(), a.shape().end() - 1));
+        grad_b =
+            matmul_2d_or_more(a.reshape({rows, a.size(-1)}).t(), g.reshape({rows, g.size(-1)}));
       } else {
         grad_b = sum_to(matmul_2d_or_more(a.transpose(-1, -2), g), b.shape());
       }

@@ -8,6 +8,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/factories.h"
 #include "core/ops/op_utils.h"
+#include "core/ops/select.h"
 #include "core/profiler.h"
 
 namespace kiln {
@@ -105,13 +106,13 @@ MaxResult max(const Tensor& x, std::int64_t dim, bool keepdim) {
   backend_of(x).max({.dtype = input.dtype(), .outer = outer, .reduced = s[d], .inner = inner},
                     input.raw_data(), values.raw_data(),
                     static_cast<std::int64_t*>(indices.raw_data()));
-  // The gradient goes to the returned index: g * [position == index] along d.
+  // The gradient goes to the returned index, every other position gets exactly 0 (selected, not
+  // multiplied by a 0/1 mask: an infinite g would make the rest NaN).
   record("max", values, {x}, {indices}, [d, in_shape = s](const Tensor& g, const Saved& saved) {
     Shape positions_shape(in_shape.size(), 1);
     positions_shape[d] = in_shape[d];
     const Tensor positions = arange(in_shape[d], {DType::i64, g.device()}).view(positions_shape);
-    const Tensor selected = eq(positions, saved[0]).to(g.dtype());
-    return Grads{mul(selected, g)};
+    return Grads{where(eq(positions, saved[0]), g, zeros({}, {g.dtype(), g.device()}))};
   });
   if (!keepdim) {
     const Shape dropped = dropped_shape(s, {d});

@@ -1,6 +1,7 @@
 // kiln's answers at the edges, where PyTorch's could be another or the docs had to choose: relu
 // at NaN and -0, sum_to's dtype, the C++ scalar's dtype with bf16, causal_softmax of a row with no
-// finite visible score.
+// finite visible score, gradients that meet infinities, empty dims. Most were found by the
+// differential test against PyTorch (docs/differential-testing.md).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -89,4 +90,54 @@ TEST_CASE("causal_softmax of a row whose visible scores are all -inf: NaN where 
     REQUIRE(near(b[2], 0.5, 1e-7, 0));
     REQUIRE(near(b[3], 0.5, 1e-7, 0));
   }
+}
+
+TEST_CASE("max sends an infinite gradient to its index only, the rest exactly 0", "[semantics]") {
+  const Tensor x = from_vector<double>({1, 3, 2}, {3}).requires_grad_();
+  const Tensor y = max(x, 0).values;
+  y.backward(full({}, kInf, {DType::f64}));
+  REQUIRE_EXACT(x.grad(), from_vector<double>({0, kInf, 0}, {3}));  // 0 * inf would be NaN
+}
+
+TEST_CASE("pow(x, 0) has gradient 0 everywhere, also at x = 0 and inf", "[semantics]") {
+  const Tensor x = from_vector<double>({0, kInf, -2, kNaN}, {4}).requires_grad_();
+  const Tensor y = pow(x, 0.0);
+  REQUIRE_EXACT(y, ones({4}, {DType::f64}));
+  y.backward(ones({4}, {DType::f64}));
+  REQUIRE_EXACT(x.grad(), zeros({4}, {DType::f64}));
+}
+
+TEST_CASE("index_select along a later dim of a tensor with an empty dim differentiates",
+          "[semantics]") {
+  const Tensor x = zeros({2, 0}).requires_grad_();
+  const Tensor y = index_select(x, 1, from_vector<std::int64_t>({}, {0}));
+  REQUIRE(y.shape() == Shape{2, 0});
+  y.sum().backward();
+  REQUIRE(x.grad().shape() == Shape{2, 0});
+  const Tensor z = zeros({0, 3}).requires_grad_();
+  index_select(z, 1, from_vector<std::int64_t>({2, 0}, {2})).sum().backward();
+  REQUIRE(z.grad().shape() == Shape{0, 3});
+}
+
+TEST_CASE("split of an empty dim into pieces of a size gives one empty piece, as torch.split",
+          "[semantics]") {
+  const std::vector<Tensor> pieces = split(zeros({0, 4}), 1, 0);
+  REQUIRE(pieces.size() == 1);
+  REQUIRE(pieces[0].shape() == Shape{0, 4});
+  REQUIRE(split(zeros({3, 4}), 2, 0).size() == 2);
+}
+
+TEST_CASE("matmul of a batch by a matrix with no columns, and with an empty inner dim",
+          "[semantics]") {
+  // (1, 2, 3) @ (3, 0) viewed its rows as -1 of 0 elements: "view: shape [-1, 0] is invalid".
+  const Tensor a = ones({1, 2, 3}).requires_grad_(), b = ones({3, 0}).requires_grad_();
+  const Tensor y = matmul(a, b);
+  REQUIRE(y.shape() == Shape{1, 2, 0});
+  y.sum().backward();
+  REQUIRE_EXACT(a.grad(), zeros({1, 2, 3}));
+  REQUIRE(b.grad().shape() == Shape{3, 0});
+  // k = 0: the backward's (rows, k) view of a had the same -1.
+  const Tensor c = ones({2, 2, 0}).requires_grad_(), d = ones({0, 3}).requires_grad_();
+  matmul(c, d).sum().backward();
+  REQUIRE(d.grad().shape() == Shape{0, 3});
 }
