@@ -172,7 +172,7 @@ void bench_row_kernels(std::int64_t rows, std::int64_t cols, int threads, int re
   });
   std::vector<std::int64_t> ids(rows);
   for (std::int64_t i = 0; i < rows; ++i) ids[i] = (i * 7919) % cols;
-  Tensor loss = empty({rows}), lse = empty({rows});
+  Tensor loss = empty({rows}), lse = empty({rows, 2});  // per row: max, log-sum
   const Tensor one = ones({});
   const CrossEntropyArgs ce{
       .dtype = DType::f32, .rows = rows, .cols = cols, .ignore_index = -100, .scale = 1.0 / rows};

@@ -42,16 +42,18 @@ KILN_KERNEL(void, layer_norm_forward,
 KILN_KERNEL(void, layer_norm_backward,
             (const LayerNormArgs& args, const void* x, const void* gamma, const void* mean,
              const void* rstd, const void* dy, void* dx, void* dgamma, void* dbeta))
-// Per row: loss = logsumexp(logits) - logits[target] (0 where target == ignore_index) and the
-// logsumexp, saved for backward. Targets are valid ids or ignore_index.
+// Per row: loss = logsumexp(logits) - logits[target] (0 where target == ignore_index), and
+// the row's max m and log_sum = log(sum exp(logits - m)) saved for backward as row_stats[2 r]
+// and row_stats[2 r + 1] (2 rows values). Targets are valid ids or ignore_index.
 KILN_KERNEL(void, cross_entropy_forward,
             (const CrossEntropyArgs& args, const void* logits, const std::int64_t* targets,
-             void* loss, void* logsumexp))
-// dlogits = (softmax(logits) - onehot(target)) * (*grad_loss) * scale; 0 on ignored rows.
-// grad_loss points at one element on the device.
+             void* loss, void* row_stats))
+// dlogits = (softmax(logits) - onehot(target)) * (*grad_loss) * scale; 0 on ignored rows; the
+// softmax as exp((logits - m) - log_sum), accurate however large the logits (exp(logits - lse)
+// with lse rounded to the dtype lost eps |lse|). grad_loss points at one element on the device.
 KILN_KERNEL(void, cross_entropy_backward,
             (const CrossEntropyArgs& args, const void* logits, const std::int64_t* targets,
-             const void* logsumexp, const void* grad_loss, void* dlogits))
+             const void* row_stats, const void* grad_loss, void* dlogits))
 
 // As cross_entropy_forward, and then overwrites each row of logits in place with
 // exp(logits - shift), for a per-row shift of the backend's choosing, and sets row_scale so that

@@ -310,16 +310,17 @@ void layer_norm_backward_rows(std::int64_t rows, std::int64_t cols, const T* x, 
   });
 }
 
-// loss = logsumexp(x) - x[target], logsumexp saved for backward.
+// loss = logsumexp(x) - x[target]; the row's max and log-sum saved for backward.
 template <typename T>
 void cross_entropy_forward_rows(std::int64_t rows, std::int64_t cols, const T* logits,
                                 const std::int64_t* targets, std::int64_t ignore_index, T* loss,
-                                T* logsumexp) {
+                                T* saved) {
   parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
     const T* xr = logits + r * cols;
     const RowStats<T> stats = row_stats(xr, cols);
     const T log_sum = static_cast<T>(std::log(stats.sum));
-    logsumexp[r] = stats.max + log_sum;
+    saved[2 * r] = stats.max;
+    saved[2 * r + 1] = log_sum;
     loss[r] = targets[r] == ignore_index ? T(0) : (stats.max - xr[targets[r]]) + log_sum;
   });
 }
@@ -327,7 +328,7 @@ void cross_entropy_forward_rows(std::int64_t rows, std::int64_t cols, const T* l
 template <typename T>
 void cross_entropy_backward_rows(std::int64_t rows, std::int64_t cols, const T* logits,
                                  const std::int64_t* targets, std::int64_t ignore_index,
-                                 const T* logsumexp, T grad_scale, T* dlogits) {
+                                 const T* saved, T grad_scale, T* dlogits) {
   parallel_tasks(rows, rows * cols, [&](std::int64_t r) {
     const T* xr = logits + r * cols;
     T* out = dlogits + r * cols;
@@ -335,8 +336,9 @@ void cross_entropy_backward_rows(std::int64_t rows, std::int64_t cols, const T* 
       std::fill(out, out + cols, T(0));
       return;
     }
-    const T lse = logsumexp[r];
-    for (std::int64_t j = 0; j < cols; ++j) out[j] = vec_exp(xr[j] - lse) * grad_scale;
+    const T max = saved[2 * r], log_sum = saved[2 * r + 1];
+    for (std::int64_t j = 0; j < cols; ++j)
+      out[j] = vec_exp((xr[j] - max) - log_sum) * grad_scale;
     out[targets[r]] -= grad_scale;
   });
 }
@@ -418,23 +420,23 @@ void CpuBackend::layer_norm_backward(const LayerNormArgs& args, const void* x, c
 }
 
 void CpuBackend::cross_entropy_forward(const CrossEntropyArgs& args, const void* logits,
-                                       const std::int64_t* targets, void* loss, void* logsumexp) {
+                                       const std::int64_t* targets, void* loss, void* row_stats) {
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     cross_entropy_forward_rows(args.rows, args.cols, static_cast<const T*>(logits), targets,
                                args.ignore_index, static_cast<T*>(loss),
-                               static_cast<T*>(logsumexp));
+                               static_cast<T*>(row_stats));
   });
 }
 
 void CpuBackend::cross_entropy_backward(const CrossEntropyArgs& args, const void* logits,
-                                        const std::int64_t* targets, const void* logsumexp,
+                                        const std::int64_t* targets, const void* row_stats,
                                         const void* grad_loss, void* dlogits) {
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T grad_scale = static_cast<T>(*static_cast<const T*>(grad_loss) * args.scale);
     cross_entropy_backward_rows(args.rows, args.cols, static_cast<const T*>(logits), targets,
-                                args.ignore_index, static_cast<const T*>(logsumexp), grad_scale,
+                                args.ignore_index, static_cast<const T*>(row_stats), grad_scale,
                                 static_cast<T*>(dlogits));
   });
 }

@@ -228,40 +228,43 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// logsumexp of row xr in every thread of the group, from one pass over the row: each thread
-// keeps a running max and sum (MaxSum), and the group combines them.
+// The max m of row xr and sum exp(x - m), in every thread of the group, from one pass over the
+// row: each thread keeps a running max and sum (MaxSum), and the group combines them.
 template <typename T, int kGroup>
-__device__ T row_logsumexp(const T* xr, std::int64_t cols, MaxSum<T>* shared) {
+__device__ MaxSum<T> row_max_sum(const T* xr, std::int64_t cols, MaxSum<T>* shared) {
   using G = RowGroup<kGroup>;
   const MaxSum<T> empty{-infinity<T>(), 0.0};
   MaxSum<T> part = empty;
   for (std::int64_t j = G::lane(); j < cols; j += kGroup) part = add_element(part, xr[j]);
-  part = G::reduce(part, MaxSumOp{}, empty, shared);
-  return part.max + static_cast<T>(::log(part.sum));
+  return G::reduce(part, MaxSumOp{}, empty, shared);
 }
 
-// loss = logsumexp(x) - x[target] (0 where target == ignore_index); logsumexp saved.
+// loss = logsumexp(x) - x[target] (0 where target == ignore_index); the row's max and
+// log-sum saved (saved[2 r], saved[2 r + 1]).
 template <typename T, int kGroup>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_forward_kernel(std::int64_t rows, std::int64_t cols, const T* logits,
                                  const std::int64_t* targets, std::int64_t ignore_index, T* loss,
-                                 T* logsumexp) {
+                                 T* saved) {
   using G = RowGroup<kGroup>;
   __shared__ MaxSum<T> shared[kWarp];
   for (std::int64_t r = G::first_row(); r < rows; r += G::row_step()) {
     const T* xr = logits + r * cols;
-    const T lse = row_logsumexp<T, kGroup>(xr, cols, shared);
+    const MaxSum<T> stats = row_max_sum<T, kGroup>(xr, cols, shared);
     if (G::lane() == 0) {
       const std::int64_t target = targets[r];
-      logsumexp[r] = lse;
-      loss[r] = target == ignore_index ? T(0) : lse - xr[target];
+      const T log_sum = static_cast<T>(::log(stats.sum));
+      saved[2 * r] = stats.max;
+      saved[2 * r + 1] = log_sum;
+      loss[r] = target == ignore_index ? T(0) : (stats.max - xr[target]) + log_sum;
     }
   }
 }
 
-// As cross_entropy_forward_kernel, then the row overwritten with its softmax, exp(x - lse), with
-// row_scale 1 (0 on ignored rows, whose row becomes 0): two passes over the row, one read and one
-// read-write.
+// As cross_entropy_forward_kernel, then the row overwritten with exp(x - max) and row_scale set
+// to 1 / sum (0 on ignored rows, whose row becomes 0): two passes over the row, one read and one
+// read-write. Shifting by the max, not the logsumexp rounded to T, keeps the softmax accurate
+// however large the logits.
 template <typename T, int kGroup>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_exp_kernel(std::int64_t rows, std::int64_t cols, std::int64_t ld, T* logits,
@@ -273,16 +276,17 @@ __global__ void __launch_bounds__(kThreads)
     T* xr = logits + r * ld;
     const std::int64_t target = targets[r];
     const bool ignored = target == ignore_index;
-    const T lse = row_logsumexp<T, kGroup>(xr, cols, shared);
+    const MaxSum<T> stats = row_max_sum<T, kGroup>(xr, cols, shared);
+    const T log_sum = static_cast<T>(::log(stats.sum));
     if (G::lane() == 0) {
-      logsumexp[r] = lse;
-      loss[r] = ignored ? T(0) : lse - xr[target];
-      row_scale[r] = ignored ? T(0) : T(1);  // the row becomes the softmax itself
+      logsumexp[r] = stats.max + log_sum;
+      loss[r] = ignored ? T(0) : (stats.max - xr[target]) + log_sum;
+      row_scale[r] = ignored ? T(0) : static_cast<T>(1.0 / stats.sum);
     }
     // xr[target] is read above before any thread of the group overwrites it below.
     G::sync();
     for (std::int64_t j = G::lane(); j < cols; j += kGroup)
-      xr[j] = ignored ? T(0) : math::exp(xr[j] - lse);
+      xr[j] = ignored ? T(0) : math::exp(xr[j] - stats.max);
   }
 }
 
@@ -292,7 +296,7 @@ template <typename T, int kGroup>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_backward_kernel(std::int64_t rows, std::int64_t cols, const T* logits,
                                   const std::int64_t* targets, std::int64_t ignore_index,
-                                  const T* logsumexp, const T* grad_loss, double scale,
+                                  const T* saved, const T* grad_loss, double scale,
                                   T* dlogits) {
   using G = RowGroup<kGroup>;
   const T grad_scale = static_cast<T>(static_cast<double>(*grad_loss) * scale);
@@ -304,9 +308,9 @@ __global__ void __launch_bounds__(kThreads)
       for (std::int64_t j = G::lane(); j < cols; j += kGroup) out[j] = T(0);
       continue;
     }
-    const T lse = logsumexp[r];
+    const T max = saved[2 * r], log_sum = saved[2 * r + 1];
     for (std::int64_t j = G::lane(); j < cols; j += kGroup) {
-      const T v = math::exp(xr[j] - lse) * grad_scale;
+      const T v = math::exp((xr[j] - max) - log_sum) * grad_scale;
       out[j] = j == target ? v - grad_scale : v;
     }
   }
@@ -395,7 +399,7 @@ void CudaBackend::layer_norm_backward(const LayerNormArgs& args, const void* x, 
 }
 
 void CudaBackend::cross_entropy_forward(const CrossEntropyArgs& args, const void* logits,
-                                        const std::int64_t* targets, void* loss, void* logsumexp) {
+                                        const std::int64_t* targets, void* loss, void* row_stats) {
   const DType dtype = args.dtype;
   const std::int64_t rows = args.rows, cols = args.cols, ignore_index = args.ignore_index;
   activate();
@@ -405,7 +409,7 @@ void CudaBackend::cross_entropy_forward(const CrossEntropyArgs& args, const void
       KILN_LAUNCH(grid, gpu::kThreads, stream_,
                   gpu::cross_entropy_forward_kernel<T, decltype(group)::value>)
       (rows, cols, static_cast<const T*>(logits), targets, ignore_index, static_cast<T*>(loss),
-       static_cast<T*>(logsumexp));
+       static_cast<T*>(row_stats));
     });
   });
 }
@@ -429,7 +433,7 @@ void CudaBackend::cross_entropy_forward_exp(const CrossEntropyArgs& args, void* 
 }
 
 void CudaBackend::cross_entropy_backward(const CrossEntropyArgs& args, const void* logits,
-                                         const std::int64_t* targets, const void* logsumexp,
+                                         const std::int64_t* targets, const void* row_stats,
                                          const void* grad_loss, void* dlogits) {
   const DType dtype = args.dtype;
   const std::int64_t rows = args.rows, cols = args.cols, ignore_index = args.ignore_index;
@@ -441,7 +445,7 @@ void CudaBackend::cross_entropy_backward(const CrossEntropyArgs& args, const voi
       KILN_LAUNCH(grid, gpu::kThreads, stream_,
                   gpu::cross_entropy_backward_kernel<T, decltype(group)::value>)
       (rows, cols, static_cast<const T*>(logits), targets, ignore_index,
-       static_cast<const T*>(logsumexp), static_cast<const T*>(grad_loss), scale,
+       static_cast<const T*>(row_stats), static_cast<const T*>(grad_loss), scale,
        static_cast<T*>(dlogits));
     });
   });

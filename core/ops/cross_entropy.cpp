@@ -45,20 +45,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   const Tensor input = logits.contiguous().detach();  // saved: bf16 stays bf16
   const DType dtype = compute_dtype(logits.dtype());
   Tensor row_loss = empty({rows}, {dtype, logits.device()});
-  Tensor logsumexp = empty({rows}, {dtype, logits.device()});
+  Tensor row_stats = empty({rows, 2}, {dtype, logits.device()});  // max, log-sum per row
   Backend& backend = backend_of(logits);
   const double scale = 1.0 / static_cast<double>(counted);
   const CrossEntropyArgs args{
       .dtype = dtype, .rows = rows, .cols = classes, .ignore_index = ignore_index, .scale = scale};
   backend.cross_entropy_forward(args, compute_copy(input).raw_data(),
                                 static_cast<const std::int64_t*>(ids.raw_data()),
-                                row_loss.raw_data(), logsumexp.raw_data());
+                                row_loss.raw_data(), row_stats.raw_data());
   Tensor total = empty({}, {dtype, logits.device()});
   backend.sum({.dtype = dtype, .reduced = rows}, row_loss.raw_data(), total.raw_data());
   Tensor loss = empty({}, {dtype, logits.device()});
   backend.unary(UnaryOp::mul_scalar, arg_of(loss), arg_of(total), scale);
 
-  record("cross_entropy", loss, {logits, targets}, {input, ids, logsumexp},
+  record("cross_entropy", loss, {logits, targets}, {input, ids, row_stats},
          [args](const Tensor& g, const Saved& s) {
            const Tensor grad_loss = g.contiguous();
            Tensor dlogits = empty(s[0].shape(), {g.dtype(), g.device()});

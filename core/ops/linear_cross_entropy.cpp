@@ -37,6 +37,29 @@ void gemm_into(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, 
 // With bf16 operands the logits pass through a float32 buffer of at most this many elements.
 constexpr std::int64_t kRoundedBlockFloats = std::int64_t{1} << 23;
 
+// P'' = P' - M / s in rows [r0, r0 + n) of block (the block's row i is row r0 + i): each counted
+// row's target entry less the row's sum 1 / s. Then s P'' is the softmax minus the one-hot, so the
+// backward's products cancel no term of size |x| (P'^T (s X) - M^T X did: float32 lost eps |x|).
+void subtract_targets(Backend& backend, const Tensor& block, std::int64_t r0, std::int64_t n,
+                      const std::vector<std::int64_t>& targets, std::int64_t ignore_index,
+                      const Tensor& counted_mask, const Tensor& row_scale) {
+  const std::int64_t ld = block.strides()[0], classes = block.size(1);
+  std::vector<std::int64_t> flat(static_cast<std::size_t>(n));  // (row, target) in the block
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t t = targets[r0 + i];
+    flat[i] = i * ld + (t == ignore_index ? 0 : t);
+  }
+  const Tensor ids = from_vector(flat, {n}, block.device());
+  // -1 / s on counted rows, 0 on ignored ones (whose s is 0).
+  const Tensor minus_sum =
+      where(counted_mask.narrow(0, r0, n), rdiv(-1.0, row_scale.narrow(0, r0, n)),
+            zeros({}, {block.dtype(), block.device()}))
+          .contiguous();
+  backend.scatter_add_rows(
+      {.dtype = block.dtype(), .n = n, .table_rows = (n - 1) * ld + classes, .cols = 1},
+      minus_sum.raw_data(), static_cast<const std::int64_t*>(ids.raw_data()), block.raw_data());
+}
+
 }  // namespace
 
 Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const Tensor& targets,
@@ -64,17 +87,17 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
   const auto* target_ids = static_cast<const std::int64_t*>(ids.raw_data());
   const std::size_t element = dtype_size(dtype);
   const bool gradient = any_requires_grad({x, weight});
-  Tensor logits;                  // (N, V), becomes P' = exp(logits - shift); kept for backward
-                                  // (in bf16 when the operands are: the largest saved tensor)
-  Tensor row_scale;               // (N): softmax = P' * row_scale (0 on ignored rows)
-  Tensor counted_rows, safe_ids;  // (N): 1 or 0; the target, or 0 on ignored rows
+  Tensor logits;        // (N, V), becomes P'' = exp(logits - shift) - M / s; kept for backward
+                        // (in bf16 when the operands are: the largest saved tensor)
+  Tensor row_scale;     // (N): s, softmax = P' * s (0 on ignored rows)
+  Tensor counted_rows;  // (N): 1 on counted rows, 0 on ignored ones
   if (gradient) {
     // Built now, with an exact int64 comparison, so that backward needs neither the targets
     // (which the caller may refill before backward) nor ignore_index.
     const Tensor ignore = from_vector<std::int64_t>({ignore_index}, {}, ids.device());
     const Tensor counted_mask = ne(ids, ignore);
     counted_rows = counted_mask.to(dtype);
-    safe_ids = where(counted_mask, ids, zeros({}, {DType::i64, ids.device()}));
+    const std::vector<std::int64_t> host_targets = ids.to(Device::cpu()).to_vector<std::int64_t>();
     row_scale = empty({rows}, {dtype, x.device()});
     // float32 and float64: the GEMM writes the logits in place and one pass turns them into P'.
     // bf16: a block of rows at a time through a float32 buffer, rounded into the bf16 P', so that
@@ -100,6 +123,8 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
                                         static_cast<char*>(row_loss.raw_data()) + r0 * element,
                                         static_cast<char*>(logsumexp.raw_data()) + r0 * element,
                                         static_cast<char*>(row_scale.raw_data()) + r0 * element);
+      subtract_targets(backend, block_logits, r0, n, host_targets, ignore_index, counted_mask,
+                       row_scale);
       if (rounded) backend.copy(arg_of(logits.narrow(0, r0, n)), arg_of(block_logits));
     }
   } else {
@@ -107,6 +132,8 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
     // time into one buffer that stays in cache, instead of an (N, V) tensor.
     constexpr std::int64_t kRowBlock = 256;
     Tensor block = empty({std::min(rows, kRowBlock), classes}, {dtype, x.device()});
+    // The kernel's per-row max and log-sum, which only a backward would read.
+    Tensor row_stats = empty({std::min(rows, kRowBlock), 2}, {dtype, x.device()});
     for (std::int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
       const std::int64_t n = std::min(kRowBlock, rows - r0);
       const Tensor block_logits = block.narrow(0, 0, n);
@@ -114,8 +141,7 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
       backend.cross_entropy_forward(
           {.dtype = dtype, .rows = n, .cols = classes, .ignore_index = ignore_index},
           block_logits.raw_data(), target_ids + r0,
-          static_cast<char*>(row_loss.raw_data()) + r0 * element,
-          static_cast<char*>(logsumexp.raw_data()) + r0 * element);
+          static_cast<char*>(row_loss.raw_data()) + r0 * element, row_stats.raw_data());
     }
   }
   Tensor total = empty({}, {dtype, x.device()});
@@ -124,38 +150,33 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
   Tensor loss = empty({}, {dtype, x.device()});
   backend.unary(UnaryOp::mul_scalar, arg_of(loss), arg_of(total), scale);
 
-  // With alpha = g / count (g read on the host, one scalar), S = diag(row_scale), M = onehot:
-  //   dX = alpha (S P' W - M W),  dW = alpha (P'^T (S X) - M^T X).
-  // S and M act on (N, d) operands and results, never on the (N, V) P'.
+  // With alpha = g / count (g read on the host, one scalar), S = diag(row_scale) and
+  // P'' = P' - S^-1 M (M the one-hot of the counted targets; S P'' = softmax - M):
+  //   dX = alpha S P'' W,  dW = alpha P''^T (S X).
+  // S acts on (N, d) operands and results, never on the (N, V) P''. An ignored row is never read:
+  // its rows of dX and S X are selected to 0, not multiplied by 0 (an infinite x or W would make
+  // them NaN; PyTorch's are).
   record("linear_cross_entropy", loss, {x, weight, targets},
-         {input, w, logits, row_scale, counted_rows, safe_ids},
-         [scale](const Tensor& g, const Saved& s) {
+         {input, w, logits, row_scale, counted_rows}, [scale](const Tensor& g, const Saved& s) {
            const double alpha = g.item<double>() * scale;
            const Tensor &input = s[0], &w = s[1], &p = s[2], &row_scale = s[3];
-           const Tensor &counted_rows = s[4], &safe_ids = s[5];
            const std::int64_t rows = input.size(0);
-           const Tensor counted_alpha = (counted_rows * alpha).view({rows, 1});
+           const Tensor counted = s[4].view({rows, 1});
            const Tensor scale_rows = row_scale.view({rows, 1});
-           // The (N, d) and (V, d) operands in the gradient's dtype for the elementwise terms (a
-           // no-op unless they are bf16); the GEMMs read the operands' own dtype.
+           const Tensor zero = zeros({}, {g.dtype(), g.device()});
+           // The (N, d) operands in the gradient's dtype for the elementwise terms (a no-op unless
+           // they are bf16); the GEMMs read the operands' own dtype.
            const DType dtype = g.dtype(), operands = input.dtype();
-           const Tensor input_values = input.to(dtype);
            Tensor dx, dw;
            if (s.needs_grad(0)) {
              const Tensor pw = empty(input.shape(), {dtype, g.device()});
-             gemm_into(pw, p, false, w, false, alpha);  // alpha P' W
-             dx = pw * scale_rows - index_select(w, 0, safe_ids).to(dtype) * counted_alpha;
+             gemm_into(pw, p, false, w, false, alpha);  // alpha P'' W
+             dx = where(counted, pw * scale_rows, zero);
            }
            if (s.needs_grad(1)) {
              dw = empty(w.shape(), {dtype, g.device()});
-             gemm_into(dw, p, true, (input_values * scale_rows).to(operands).contiguous(), false,
-                       alpha);
-             // dW[target] -= alpha x for every counted row (in row order: deterministic).
-             const Tensor minus_rows = (input_values * -counted_alpha).contiguous();
-             backend_of(dw).scatter_add_rows(
-                 {.dtype = dw.dtype(), .n = rows, .table_rows = w.size(0), .cols = w.size(1)},
-                 minus_rows.raw_data(), static_cast<const std::int64_t*>(safe_ids.raw_data()),
-                 dw.raw_data());
+             const Tensor scaled_rows = where(counted, input.to(dtype) * scale_rows, zero);
+             gemm_into(dw, p, true, scaled_rows.to(operands).contiguous(), false, alpha);
            }
            return Grads{dx, dw, Tensor()};
          });

@@ -2,9 +2,11 @@
 //   loss = mean over counted rows of (logsumexp(logits_row) - logits_row[target]),
 // without a separate logits tensor for backward. When a gradient is needed, the pass that
 // computes the loss also turns the logits buffer in place into P' = exp(logits - shift) with a
-// per-row scale s (softmax = diag(s) P', s = 0 on ignored rows), and backward is two GEMMs with
-// alpha = g / count, the scale and the one-hot term M applied to (N, d) operands only:
-//   dX = alpha (diag(s) (P' W) - M W),   dW = alpha (P'^T (diag(s) X) - M^T X).
+// per-row scale s (softmax = diag(s) P', s = 0 on ignored rows), then subtracts 1 / s at each
+// counted row's target: P'' = P' - diag(s)^-1 M (M the one-hot), so diag(s) P'' = softmax - M,
+// formed before any product as PyTorch forms it. Backward is two GEMMs with alpha = g / count
+// and the scale applied to (N, d) operands only:
+//   dX = alpha diag(s) (P'' W),   dW = alpha P''^T (diag(s) X).
 // The (N, V) logits are written once, rewritten once and read twice, and one (N, V) buffer
 // suffices — versus more passes and two buffers for matmul followed by cross_entropy. Equal to
 // cross_entropy(matmul(X, W^T), targets) in value and gradient (tests/core/test_fused.cpp).

@@ -1,7 +1,8 @@
 // kiln's answers at the edges, where PyTorch's could be another or the docs had to choose: relu
 // at NaN and -0, sum_to's dtype, the C++ scalar's dtype with bf16, causal_softmax of a row with no
-// finite visible score, gradients that meet infinities, empty dims. Most were found by the
-// differential test against PyTorch (docs/differential-testing.md).
+// finite visible score, gradients that meet infinities, empty dims, ignored rows of a loss, losses
+// of large logits. Most were found by the differential test against PyTorch
+// (docs/differential-testing.md).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -140,4 +141,63 @@ TEST_CASE("matmul of a batch by a matrix with no columns, and with an empty inne
   const Tensor c = ones({2, 2, 0}).requires_grad_(), d = ones({0, 3}).requires_grad_();
   matmul(c, d).sum().backward();
   REQUIRE(d.grad().shape() == Shape{0, 3});
+}
+
+TEST_CASE("a loss's ignored row gets exactly 0 gradient, also when its logits are not finite",
+          "[semantics]") {
+  // Row 1 is ignored and holds NaN and -inf: PyTorch multiplies its softmax by 0 (NaN there).
+  const Tensor logits = from_vector<double>({0.5, -1, 2, kNaN, -kInf, 1}, {2, 3}).requires_grad_();
+  const Tensor targets = from_vector<std::int64_t>({2, -100}, {2});
+  const Tensor loss = cross_entropy(logits, targets);
+  REQUIRE(std::isfinite(loss.item<double>()));
+  loss.backward();
+  const std::vector<double> g = logits.grad().to_vector<double>();
+  REQUIRE((g[3] == 0.0 && g[4] == 0.0 && g[5] == 0.0));
+  REQUIRE(std::isfinite(g[0]));
+  // The same through the LM head: x W^T with an ignored row whose x is infinite.
+  const Tensor x = from_vector<double>({1, 2, kInf, 0}, {2, 2}).requires_grad_();
+  const Tensor w = from_vector<double>({1, 0, 0, 1, 1, 1}, {3, 2}).requires_grad_();
+  const Tensor lce = linear_cross_entropy(x, w, targets);
+  REQUIRE(std::isfinite(lce.item<double>()));
+  lce.backward();
+  const std::vector<double> gx = x.grad().to_vector<double>();
+  REQUIRE((gx[2] == 0.0 && gx[3] == 0.0));
+  for (double v : w.grad().to_vector<double>()) REQUIRE(std::isfinite(v));
+}
+
+TEST_CASE("linear_cross_entropy keeps float32's accuracy for a large, confidently right row",
+          "[semantics]") {
+  // Row 2 (|x| ~ 9e5) puts probability 1 on its target. Subtracting the one-hot after the
+  // product cancelled two terms of size |x| in float32: dW[1][0] came out -0.0625 for -0.0576.
+  const std::vector<double> xv = {0.5, 9.411061339947846e-12, 0.0, 0.5, 886687.125, 0.0};
+  const std::vector<double> wv = {-0.22364459931850433,  0.003644762560725212,
+                                  0.0005017418297939003, 21.9311466217041,
+                                  6.037195703356701e-07, -1.3526523616747e-06};
+  const Tensor targets = from_vector<std::int64_t>({0, 0, 1}, {3});
+  const auto dw_of = [&](DType dtype) {
+    const Tensor x = from_vector(xv, {3, 2}).to(dtype).requires_grad_();
+    const Tensor w = from_vector(wv, {3, 2}).to(dtype).requires_grad_();
+    linear_cross_entropy(x, w, targets).backward();
+    return std::pair{x.grad().to(DType::f64), w.grad().to(DType::f64)};
+  };
+  const auto [dx32, dw32] = dw_of(DType::f32);
+  const auto [dx64, dw64] = dw_of(DType::f64);
+  REQUIRE_NEAR(dw32, dw64, 1e-5, 1e-7);
+  REQUIRE_NEAR(dx32, dx64, 1e-5, 1e-7);
+}
+
+TEST_CASE("cross_entropy's gradient stays accurate for logits of any size", "[semantics]") {
+  // Two equal logits of -4227072: the softmax is [0.5, 0.5]. exp(x - logsumexp) with the
+  // logsumexp rounded to float32 (ulp 0.5 there) gave [0.61, 0.61].
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    INFO(dtype_name(dtype));
+    const Tensor base = full({2, 1}, -4227072.0);
+    const Tensor logits = base.requires_grad_().expand({2, 2}).to(dtype);
+    cross_entropy(logits, from_vector<std::int64_t>({0, 1}, {2})).backward();
+    REQUIRE_NEAR(base.grad(), zeros({2, 1}), 0, 1e-6);  // (0.5 - 1) + 0.5 in each row
+    const Tensor single = full({1, 3}, 1e7).requires_grad_();
+    cross_entropy(single, from_vector<std::int64_t>({2}, {1})).backward();
+    REQUIRE_NEAR(single.grad(), from_vector<double>({1, 1, -2}, {1, 3}).to(DType::f32) / 3.0, 1e-6,
+                 1e-7);
+  }
 }

@@ -138,7 +138,7 @@ TEST_CASE("cuda/cross-entropy forward and backward match the CPU, ignore_index i
         target_values[r] = r % 5 == 2 ? kIgnore : static_cast<std::int64_t>(picks[r] * cols);
       const Mirrored targets = mirrored(from_vector(target_values, {rows}));
       const Mirrored logits = uniform_mirrored({rows, cols}, gen, -5.0, 5.0, dtype);
-      const Mirrored loss = outputs({rows}, dtype), lse = outputs({rows}, dtype);
+      const Mirrored loss = outputs({rows}, dtype), lse = outputs({rows, 2}, dtype);
       const CrossEntropyArgs args{
           .dtype = dtype, .rows = rows, .cols = cols, .ignore_index = kIgnore, .scale = 1.0 / 30};
       cpu_backend_ref().cross_entropy_forward(args, logits.cpu.raw_data(),
