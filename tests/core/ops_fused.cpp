@@ -494,6 +494,10 @@ const bool linear_row = [] {
                 {"mixed dtypes",
                  [] {
                    linear(ones({2, 3}), ones({4, 3}, {.dtype = DType::f64}));
+                 }},
+                {"3-D x (nn::Linear flattens the leading dims)",
+                 [] {
+                   linear(ones({2, 2, 3}), ones({4, 3}));
                  }}},
                1e-4});
   return true;

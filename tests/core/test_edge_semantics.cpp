@@ -1,8 +1,8 @@
 // kiln's answers at the edges, where PyTorch's could be another or the docs had to choose: relu
 // at NaN and -0, sum_to's dtype, the C++ scalar's dtype with bf16, causal_softmax of a row with no
-// finite visible score, gradients that meet infinities, empty dims, ignored rows of a loss, losses
-// of large logits. Most were found by the differential test against PyTorch
-// (docs/differential-testing.md).
+// finite visible score, ignored rows of a loss, gradients that meet infinities, empty dims. Most
+// were found by the differential test against PyTorch (docs/differential-testing.md, which lists
+// the semantic differences with their reasons).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -200,4 +200,37 @@ TEST_CASE("cross_entropy's gradient stays accurate for logits of any size", "[se
     REQUIRE_NEAR(single.grad(), from_vector<double>({1, 1, -2}, {1, 3}).to(DType::f32) / 3.0, 1e-6,
                  1e-7);
   }
+}
+
+TEST_CASE("attention never reads a masked key: a NaN query row leaves later keys' dV finite",
+          "[semantics][attention]") {
+  // Query 0 (NaN) sees key 0 only; keys 1 and 2 are read by queries 1 and 2. PyTorch's
+  // composition multiplies the NaN row's masked probabilities by dY (NaN there); kiln skips them.
+  Tensor q = from_vector<double>({kNaN, 1, 0.5, -1, 2, 0.25}, {1, 1, 3, 2});
+  const Tensor k = from_vector<double>({1, 0, 0, 1, 1, 1}, {1, 1, 3, 2});
+  const Tensor v = from_vector<double>({1, 2, 3, 4, 5, 6}, {1, 1, 3, 2}).requires_grad_();
+  causal_attention_heads(q, k, v).sum().backward();
+  const std::vector<double> dv = v.grad().to_vector<double>();
+  REQUIRE(std::isnan(dv[0]));
+  for (std::size_t i = 2; i < dv.size(); ++i) REQUIRE(std::isfinite(dv[i]));
+}
+
+TEST_CASE("a product whose partial sums overflow is not finite, in kiln's own order",
+          "[semantics][bf16]") {
+  // [-3e38, 1.78, 0.67] . [-1.45, -3e38, -1.73] is -9.9e37 exactly; in float32 the first product
+  // overflows and FMA keeps the second exact: +inf (PyTorch: NaN). Either way not finite.
+  const double huge = -3.00405527047391e+38;
+  const Tensor a = from_vector<double>({huge, 1.78125, 0.671875}, {1, 3}).to(DType::bf16);
+  const Tensor b = from_vector<double>({-1.453125, huge, -1.734375}, {3, 1}).to(DType::bf16);
+  REQUIRE(!std::isfinite(matmul(a, b).item<double>()));
+}
+
+TEST_CASE("attention's unnormalised running sum overflows within T_k of the range",
+          "[semantics][attention]") {
+  // One query, two keys of equal score with V = 3e38: the output is 3e38 in exact arithmetic,
+  // but the running sum O = exp(S - m) V summed over the keys is 6e38 before O / l: float32 inf.
+  const Tensor q = zeros({1, 1, 1, 1}), k = zeros({1, 1, 2, 1});
+  REQUIRE(std::isinf(causal_attention_heads(q, k, full({1, 1, 2, 1}, 3e38)).item<double>()));
+  const Tensor v64 = full({1, 1, 2, 1}, 3e38, {DType::f64});  // float64 has the range
+  REQUIRE(causal_attention_heads(q.to(DType::f64), k.to(DType::f64), v64).item<double>() == 3e38);
 }
