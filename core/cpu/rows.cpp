@@ -337,8 +337,7 @@ void cross_entropy_backward_rows(std::int64_t rows, std::int64_t cols, const T* 
       return;
     }
     const T max = saved[2 * r], log_sum = saved[2 * r + 1];
-    for (std::int64_t j = 0; j < cols; ++j)
-      out[j] = vec_exp((xr[j] - max) - log_sum) * grad_scale;
+    for (std::int64_t j = 0; j < cols; ++j) out[j] = vec_exp((xr[j] - max) - log_sum) * grad_scale;
     out[targets[r]] -= grad_scale;
   });
 }

@@ -296,8 +296,7 @@ template <typename T, int kGroup>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_backward_kernel(std::int64_t rows, std::int64_t cols, const T* logits,
                                   const std::int64_t* targets, std::int64_t ignore_index,
-                                  const T* saved, const T* grad_loss, double scale,
-                                  T* dlogits) {
+                                  const T* saved, const T* grad_loss, double scale, T* dlogits) {
   using G = RowGroup<kGroup>;
   const T grad_scale = static_cast<T>(static_cast<double>(*grad_loss) * scale);
   for (std::int64_t r = G::first_row(); r < rows; r += G::row_step()) {
@@ -426,8 +425,7 @@ void CudaBackend::cross_entropy_forward_exp(const CrossEntropyArgs& args, void* 
       KILN_LAUNCH(grid, gpu::kThreads, stream_,
                   gpu::cross_entropy_exp_kernel<T, decltype(group)::value>)
       (rows, cols, args.row_stride > 0 ? args.row_stride : cols, static_cast<T*>(logits), targets,
-       ignore_index, static_cast<T*>(loss), static_cast<T*>(logsumexp),
-       static_cast<T*>(row_scale));
+       ignore_index, static_cast<T*>(loss), static_cast<T*>(logsumexp), static_cast<T*>(row_scale));
     });
   });
 }
