@@ -83,6 +83,10 @@ DOCUMENTED_VALUES = {
                    "linear_cross_entropy's P'' W and P''^T X (P'' up to V). With operands "
                    "within those factors of the largest finite value, or not finite, an "
                    "element that is finite in one is inf or NaN in the other",
+    "gradient_range": "a gradient whose chain-rule terms pass float32's largest value on the way "
+                      "(a large factor met first in the backward pass, a smaller one later) is "
+                      "+-inf in float32 and bf16 cases, as float32 arithmetic gives, where the "
+                      "float64 reference is finite (tests/core/test_edge_semantics.cpp)",
     "ignored_row_not_finite": "a cross_entropy or linear_cross_entropy row whose target is "
                               "ignore_index gets exactly 0 gradient in kiln, even when its "
                               "logits hold NaN or infinities; PyTorch multiplies that row's "
@@ -684,7 +688,8 @@ def check_with(case, variants):
             misses = compare(values_of(g), r, n, rtol, r.abs() + terms + largest, floor=floor,
                              dtype=g["dtype"], every=True)
         if misses:
-            key = documented_gradient(case, answers, misses, ref_out)
+            key = documented_gradient(case, answers, misses, ref_out,
+                                      magnitudes[1] if magnitudes else 0.0)
             return ("gradient", f"x{j}: {misses[0][3]}" +
                     (f" (and {len(misses) - 1} more)" if len(misses) > 1 else ""), key)
     return None
@@ -814,8 +819,9 @@ def near_range(case, answers, i):
     return largest * max(largest * args[0].shape[-1], keys / (1.0 - node["p"])) >= limit
 
 
-def documented_gradient(case, answers, misses, ref_out):
-    """The DOCUMENTED_VALUES key that explains every gradient element kiln misses, or None."""
+def documented_gradient(case, answers, misses, ref_out, largest_term):
+    """The DOCUMENTED_VALUES key that explains every gradient element kiln misses, or None
+    (largest_term: the largest chain-rule term anywhere in the backward pass, term_magnitudes)."""
     if any(near_range(case, answers, i) for i in range(len(case["nodes"]))) and \
             all(not math.isfinite(k) or not math.isfinite(r) for _, k, r, _ in misses):
         return "fused_range"
@@ -823,6 +829,9 @@ def documented_gradient(case, answers, misses, ref_out):
             any(math.isinf(v) for t in case["kiln"]["nodes"] for v in values_of(t)
                 if t["dtype"] != "i64"):
         return "non_finite_order"
+    if case["dtype"] in ("f32", "bf16") and largest_term >= 3.4028234663852886e38 and \
+            all(math.isinf(k) and math.isfinite(r) for _, k, r, _ in misses):
+        return "gradient_range"
     return None
 
 

@@ -234,3 +234,21 @@ TEST_CASE("attention's unnormalised running sum overflows within T_k of the rang
   const Tensor v64 = full({1, 1, 2, 1}, 3e38, {DType::f64});  // float64 has the range
   REQUIRE(causal_attention_heads(q.to(DType::f64), k.to(DType::f64), v64).item<double>() == 3e38);
 }
+
+TEST_CASE("a gradient term past float32's range is inf where float64's answer is finite",
+          "[semantics][bf16]") {
+  // The differential test's seed 20261206 case 2532: dropout's backward scales a gradient of
+  // -3e38 by 1 / (1 - p) = 1 / 0.7, -4.3e38, past float32's largest value; a later factor (a
+  // sigmoid's derivative) would bring the float64 answer back to -8.8e37. float32 arithmetic
+  // overflows first, as PyTorch's float32 does: -inf, never a wrong finite value.
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    INFO(dtype_name(dtype));
+    const Tensor leaf = from_vector<double>({1.0}, {1}).to(DType::f32).requires_grad_();
+    // Backward meets the factors last first: -3e38, then 1 / 0.7, then 0.2.
+    mul(mul(mul(leaf.to(dtype), 0.2), 1.0 / 0.7), -3e38).sum().backward();
+    REQUIRE(leaf.grad().item<double>() == -kInf);
+    const Tensor x64 = from_vector<double>({1.0}, {1}).requires_grad_();
+    mul(mul(mul(x64, 0.2), 1.0 / 0.7), -3e38).sum().backward();
+    REQUIRE(std::isfinite(x64.grad().item<double>()));
+  }
+}
