@@ -35,6 +35,7 @@
 #include "core/io/safetensors.h"
 #include "core/kiln.h"
 #include "core/threads.h"
+#include "data/word_tokenizer.h"
 #include "lm/evaluate.h"
 #include "lm/train_state.h"
 #include "lm/transformer_checkpoint.h"
@@ -212,10 +213,11 @@ kiln::SafetensorsFile& base_checkpoint() {
     kiln::lm::TrainState state;
     state.step = 3, state.decay_steps = 10, state.windows = 3, state.position = {0, 1};
     state.threads = 2, state.best_step = -1;
-    const kiln::Vocabulary vocabulary({"<eos>", "<unk>", "the", "cat", "sat", "."});
+    const kiln::WordTokenizer tokenizer(
+        kiln::Vocabulary({"<eos>", "<unk>", "the", "cat", "sat", "."}));
     const std::string path = std::filesystem::temp_directory_path() /
                              ("kiln-fuzz-checkpoint-" + std::to_string(::getpid()));
-    kiln::lm::save_training_checkpoint(path, model, vocabulary, optimizer, state,
+    kiln::lm::save_training_checkpoint(path, model, tokenizer, optimizer, state,
                                        {{"train", kiln::saved_options_json(options)}});
     auto* loaded = new kiln::SafetensorsFile(kiln::load_safetensors(path));
     std::filesystem::remove(path);
