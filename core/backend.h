@@ -124,12 +124,15 @@ struct CrossEntropyArgs {
 // Row-major C = alpha * op(A) * op(B) + beta * C, `batch` times with the given element strides
 // between consecutive matrices (0 repeats one matrix). op(X) is X or X^T. C and the arithmetic
 // are `dtype`; so are A and B, unless bf16_operands: then A and B hold bfloat16 and dtype is
-// float32 (bf16 products, exact in float32, summed in float32: mixed precision's GEMM). `op`
-// names the caller in errors.
+// float32 (bf16 products, exact in float32, summed in float32: mixed precision's GEMM). With
+// bf16_operands, round_a (round_b) says that A (B) holds float32 instead, which the GEMM rounds
+// to bf16 (to nearest even, as .to(DType::bf16)) as it reads it: a float32 weight is multiplied
+// as bf16 without a bf16 copy of its own. `op` names the caller in errors.
 struct GemmArgs {
   const char* op = "gemm";
   DType dtype = DType::f32;
   bool bf16_operands = false;
+  bool round_a = false, round_b = false;
   bool trans_a = false, trans_b = false;
   std::int64_t m = 0, n = 0, k = 0;
   const void* a = nullptr;

@@ -57,4 +57,16 @@ inline void round_to_bf16_run(const float* in, bf16* out, std::int64_t n) {
   for (; i < n; ++i) out[i] = to_bf16(in[i]);
 }
 
+// out[i] = to_float(to_bf16(in[i])): float32 values rounded to bf16 and widened back (the
+// widening GEMM's copy of a float32 operand it multiplies as bf16).
+inline void round_through_bf16_run(const float* in, float* out, std::int64_t n) {
+  std::int64_t i = 0;
+#if defined(__AVX2__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm256_slli_epi32(round_to_bf16_lanes(_mm256_loadu_ps(in + i)), 16));
+#endif
+  for (; i < n; ++i) out[i] = to_float(to_bf16(in[i]));
+}
+
 }  // namespace kiln

@@ -5,13 +5,13 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 #include <fmt/format.h>
 
 #include "core/backend.h"
 #include "core/cpu/packed_gemm.h"
+#include "core/cpu/packed_gemm_bf16.h"
 #include "core/error.h"
 #include "core/host_memory.h"
 
@@ -118,9 +118,19 @@ Loaded& slot(const std::string& name) {
   return name == "openblas" ? openblas : name == "blis" ? blis : none;
 }
 
+// KILN_GEMM's value, empty when unset.
+std::string gemm_override() {
+  const char* value = std::getenv("KILN_GEMM");
+  return value != nullptr ? value : "";
+}
+
+// Whether KILN_GEMM names the path of bf16 products only, leaving float32's sources to the rules.
+bool names_bf16_path(const std::string& value) { return value == "bf16" || value == "widen"; }
+
+// Whether KILN_GEMM forces one float32 source for every product (bf16 products widen into it).
 bool forced_by_environment() {
-  const char* forced = std::getenv("KILN_GEMM");
-  return forced != nullptr && forced[0] != '\0';
+  const std::string value = gemm_override();
+  return !value.empty() && !names_bf16_path(value);
 }
 
 // OpenBLAS first on every CPU, BLIS only when OpenBLAS is missing or KILN_GEMM=blis asks for it
@@ -128,14 +138,12 @@ bool forced_by_environment() {
 // three GEMMs 7% faster in all, but its threads busy-wait at its own barriers, whatever
 // OMP_WAIT_POLICY says: with more threads than free cores (two programs at once, --threads above
 // the core count, or CTest running tests side by side) a gradient check took 95 s instead of 0.5.
-bool forced_to(const char* name) {
-  return forced_by_environment() && std::strcmp(std::getenv("KILN_GEMM"), name) == 0;
-}
+bool forced_to(const char* name) { return forced_by_environment() && gemm_override() == name; }
 
 const BlasLibrary* choose() {
   if (forced_by_environment() && !forced_to("packed")) {
-    const char* forced = std::getenv("KILN_GEMM");
-    return std::strcmp(forced, "eigen") == 0 ? nullptr : blas_library(forced);
+    const std::string forced = gemm_override();
+    return forced == "eigen" ? nullptr : blas_library(forced);
   }
   if (const BlasLibrary* blas = blas_library("openblas")) return blas;
   return blas_library("blis");
@@ -195,6 +203,29 @@ bool use_packed_gemm(std::int64_t m, std::int64_t n, std::int64_t k) {
   return forced || (allowed && packed_gemm_preferred(m, n, k));
 }
 
+Bf16Gemm bf16_gemm() {
+  static const Bf16Gemm path =
+      !forced_by_environment() && gemm_override() != "widen" && packed_gemm_bf16_available()
+          ? Bf16Gemm::native
+          : Bf16Gemm::widened;
+  return path;
+}
+
+namespace {
+
+// The path of bf16 products in words, and why when it is not the native kernel.
+std::string bf16_gemm_source() {
+  if (bf16_gemm() == Bf16Gemm::native) return "bf16 native (" + packed_gemm_bf16_kernel() + ")";
+  const std::string value = gemm_override();
+  if (forced_by_environment()) return "bf16 widened to float32 (KILN_GEMM=" + value + ")";
+  if (value == "widen") return "bf16 widened to float32 (KILN_GEMM=widen)";
+  if (value == "bf16")
+    return "bf16 widened to float32 (KILN_GEMM=bf16, but this CPU has no AVX512_BF16)";
+  return "bf16 widened to float32 (no AVX512_BF16)";
+}
+
+}  // namespace
+
 std::string cpu_gemm_source() {
   const BlasLibrary* blas = gemm_library();
   std::string source = blas != nullptr ? blas->name + " (" + blas->kernels + " kernels)" : "eigen";
@@ -206,7 +237,7 @@ std::string cpu_gemm_source() {
   } else if (!forced_by_environment() && !packed_gemm_rule().empty()) {
     source += " + packed (" + packed_gemm_kernel() + ") for " + packed_gemm_rule();
   }
-  return source;
+  return source + "; " + bf16_gemm_source();
 }
 
 void set_blas_threads(int threads) {

@@ -6,12 +6,13 @@
 // the library initialises, unless the environment already does.
 //
 // Which one a GEMM uses (gemm_library): KILN_GEMM=openblas|blis|eigen in the environment forces
-// one; otherwise OpenBLAS, else BLIS, else Eigen (why OpenBLAS before BLIS: blas_library.cpp),
-// except that on AMD Zen 3 large narrow products go through BLIS's zen3 kernels, which measured
-// faster on them, and that float32 products with a short k and a wide C (the logits) go through
-// kiln's own packed kernel (core/cpu/packed_gemm.h) where it is built; KILN_GEMM=packed sends
-// every float32 product there (float64 then takes the default library). The choice depends only
-// on the shape and what is installed, never on timing, so runs are reproducible.
+// one (KILN_GEMM=bf16|widen chooses the path of bf16 products only: bf16_gemm below); otherwise
+// OpenBLAS, else BLIS, else Eigen (why OpenBLAS before BLIS: blas_library.cpp), except that on AMD
+// Zen 3 large narrow products go through BLIS's zen3 kernels, which measured faster on them, and
+// that float32 products with a short k and a wide C (the logits) go through kiln's own packed
+// kernel (core/cpu/packed_gemm.h) where it is built; KILN_GEMM=packed sends every float32 product
+// there (float64 then takes the default library). The choice depends only on the shape and what is
+// installed, never on timing, so runs are reproducible.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +46,21 @@ const BlasLibrary* gemm_library(std::int64_t m, std::int64_t n, std::int64_t k);
 // Whether the float32 product (m, n, k) goes through kiln's packed kernel: KILN_GEMM=packed sends
 // every one there and any other KILN_GEMM none; otherwise the shapes packed_gemm_preferred names.
 bool use_packed_gemm(std::int64_t m, std::int64_t n, std::int64_t k);
+
+// How the products of bf16 operands (GemmArgs::bf16_operands) are multiplied: natively, by kiln's
+// VDPBF16PS kernel (core/cpu/packed_gemm_bf16.h), where the CPU has AVX512_BF16, or widened to
+// float32 and multiplied by the float32 GEMM (gemm_bf16_widened) everywhere else. KILN_GEMM=bf16
+// asks for the native kernel (widening still, on a CPU without the instruction), KILN_GEMM=widen
+// for widening; a KILN_GEMM that forces a float32 source (openblas, blis, eigen, packed) widens
+// into that source. The two paths round differently (their sums run in different orders), so a
+// run's bits depend on the path as on the thread count; each is deterministic.
+enum class Bf16Gemm : std::uint8_t { native, widened };
+Bf16Gemm bf16_gemm();
+
+// The widening path alone: A and B widened to float32 (float32 operands of round_a, round_b
+// rounded to bf16 first), then the float32 GEMM (core/cpu/gemm.cpp).
+struct GemmArgs;
+void gemm_bf16_widened(const GemmArgs& g);
 
 // cpu_gemm_source() (core/backend.h), which names these choices for environment summaries, is
 // defined in blas_library.cpp.

@@ -6,11 +6,12 @@
 // of small products runs one product per task instead, each single-threaded inside the parallel
 // region.
 //
-// bf16 operands are widened to float32 (exactly) in scratch memory and go through the float32
-// GEMM: Debian's OpenBLAS is built without cblas_sbgemm, and a CPU without AVX512_BF16 has no
-// bf16 arithmetic to gain from. The widening reads each operand once, O(mk + kn) beside the
-// product's O(mnk); the scratch counts in the backend's bytes in use, and a large A is widened a
-// block of rows at a time.
+// bf16 operands (mixed precision) go to kiln's bf16 kernel where the CPU has AVX512_BF16
+// (core/cpu/packed_gemm_bf16.h), else they are widened to float32 (exactly) in scratch memory and
+// go through the float32 GEMM: Debian's OpenBLAS is built without cblas_sbgemm, and a CPU without
+// bf16 instructions has no bf16 arithmetic to gain from. The widening reads each operand once,
+// O(mk + kn) beside the product's O(mnk); the scratch counts in the backend's bytes in use, and a
+// large A is widened a block of rows at a time. bf16_gemm() (blas_library.h) picks the path.
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
@@ -20,6 +21,7 @@
 #include "core/cpu/blas_library.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/packed_gemm.h"
+#include "core/cpu/packed_gemm_bf16.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/tile_gemm.h"
 #include "core/profiler.h"
@@ -116,19 +118,24 @@ void gemm_typed(const GemmArgs& g) {
 
 // bf16 matrices widened to float32 (exactly) into scratch memory that lives as long as this
 // object: `count` matrices `stride` elements apart, each `rows` x `cols` of a row-major matrix with
-// leading dim ld, stored contiguously (ld = cols).
+// leading dim ld, stored contiguously (ld = cols). With `rounded`, data holds float32 values that
+// are rounded to bf16 first (GemmArgs::round_a, round_b).
 class Widened {
  public:
-  Widened(const void* data, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+  Widened(const void* data, bool rounded, std::int64_t rows, std::int64_t cols, std::int64_t ld,
           std::int64_t stride, std::int64_t count)
       : nbytes_(static_cast<std::size_t>(count * rows * cols) * sizeof(float)),
         cols_(cols),
         stride_(count == 1 ? 0 : rows * cols) {
     floats_ = static_cast<float*>(cpu_backend().allocate(nbytes_));
-    const auto* source = static_cast<const bf16*>(data);
     parallel_tasks(count * rows, count * rows * cols, [&](std::int64_t row) {
-      widen_bf16_run(source + (row / rows) * stride + (row % rows) * ld, floats_ + row * cols,
-                     cols);
+      const std::int64_t offset = (row / rows) * stride + (row % rows) * ld;
+      if (rounded) {
+        round_through_bf16_run(static_cast<const float*>(data) + offset, floats_ + row * cols,
+                               cols);
+      } else {
+        widen_bf16_run(static_cast<const bf16*>(data) + offset, floats_ + row * cols, cols);
+      }
     });
   }
   ~Widened() { cpu_backend().deallocate(floats_, nbytes_); }
@@ -151,14 +158,17 @@ class Widened {
 // would undo the memory that keeping it in bf16 saves.
 constexpr std::int64_t kWidenedBlockFloats = std::int64_t{1} << 23;
 
+}  // namespace
+
 // C (float32) from bf16 A and B: the float32 GEMM of their exact float32 values. B is widened
 // whole; A whole in a batch, else a block of rows of C at a time (each block's sums are those of
 // the whole product: every element of C still sums over all of k).
-void gemm_bf16_operands(const GemmArgs& g) {
+void gemm_bf16_widened(const GemmArgs& g) {
   const std::int64_t matrices_a = g.stride_a == 0 ? 1 : g.batch;
   const std::int64_t matrices_b = g.stride_b == 0 ? 1 : g.batch;
   // op(B) is k x n: stored n x k when transposed.
-  const Widened b(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b, matrices_b);
+  const Widened b(g.b, g.round_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.stride_b,
+                  matrices_b);
   const std::int64_t block =
       g.batch == 1
           ? std::max<std::int64_t>(64, kWidenedBlockFloats / std::max<std::int64_t>(g.k, 1))
@@ -166,11 +176,13 @@ void gemm_bf16_operands(const GemmArgs& g) {
   for (std::int64_t r0 = 0; r0 < g.m; r0 += block) {
     const std::int64_t rows = std::min(block, g.m - r0);
     // Rows [r0, r0 + rows) of op(A): rows of A, or columns of the stored k x m A^T.
-    const auto* a = static_cast<const bf16*>(g.a) + (g.trans_a ? r0 : r0 * g.lda);
-    const Widened a_block(a, g.trans_a ? g.k : rows, g.trans_a ? rows : g.k, g.lda, g.stride_a,
-                          matrices_a);
+    const std::int64_t first = g.trans_a ? r0 : r0 * g.lda;
+    const void* a = g.round_a ? static_cast<const void*>(static_cast<const float*>(g.a) + first)
+                              : static_cast<const void*>(static_cast<const bf16*>(g.a) + first);
+    const Widened a_block(a, g.round_a, g.trans_a ? g.k : rows, g.trans_a ? rows : g.k, g.lda,
+                          g.stride_a, matrices_a);
     GemmArgs widened = g;
-    widened.bf16_operands = false;
+    widened.bf16_operands = widened.round_a = widened.round_b = false;
     widened.m = rows;
     widened.a = a_block.data(), widened.lda = a_block.ld(), widened.stride_a = a_block.stride();
     widened.b = b.data(), widened.ldb = b.ld(), widened.stride_b = b.stride();
@@ -178,8 +190,6 @@ void gemm_bf16_operands(const GemmArgs& g) {
     gemm_typed<float>(widened);
   }
 }
-
-}  // namespace
 
 template <typename T>
 void tile_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
@@ -221,7 +231,11 @@ void CpuBackend::gemm(const GemmArgs& args) {
   const auto start =
       timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   if (args.bf16_operands) {
-    gemm_bf16_operands(args);
+    if (bf16_gemm() == Bf16Gemm::native) {
+      packed_gemm_bf16(args);
+    } else {
+      gemm_bf16_widened(args);
+    }
   } else {
     dispatch_floating(args.dtype, [&](auto tag) { gemm_typed<decltype(tag)>(args); });
   }

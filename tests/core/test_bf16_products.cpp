@@ -1,8 +1,11 @@
 // Matrix products with bf16 operands (matmul, linear, linear_cross_entropy) and Autocast on the
 // CPU. Two kinds of check:
-//   - exact: a bf16 product equals the float32 product of the operands widened to float32, bit
-//     for bit (a bf16 x bf16 product is exact in float32, and the CPU backend sums it with the
-//     float32 GEMM), in the forward and in the backward, and autocast equals casting by hand;
+//   - exact: autocast equals casting by hand, in the forward and in the backward (a float32
+//     weight that the GEMM rounds as it reads it gives the bits of its bf16 copy); a bf16 product
+//     equals the float32 product of the operands widened to float32, bit for bit, on the
+//     widening path (a bf16 x bf16 product is exact in float32, and that path sums it with the
+//     float32 GEMM), and within float32 summation's bound of it on the native path, which sums
+//     the same exact products in another order (core/cpu/blas_library.h, bf16_gemm);
 //   - against float32: with u = 2^-8, bf16's unit roundoff (8 significant bits, rounding to
 //     nearest), each rounded operand is x (1 + d) with |d| <= u, so each product term is off by
 //     at most (2u + u^2) |a_ik b_kj| and an entry of C by at most
@@ -13,6 +16,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/cpu/blas_library.h"
 #include "core/kiln.h"
 #include "tests/harness/near.h"
 
@@ -50,9 +54,35 @@ Tensor abs64(const Tensor& t) {
   return where(lt(d, zeros({}, {DType::f64})), neg(d), d);
 }
 
+bool widening_path() { return bf16_gemm() == Bf16Gemm::widened; }
+
+// The product `actual` of bf16 operands a and b against `reference`, the float32 product of their
+// widened values (the same views): bit for bit on the widening path; on the native path within
+// 2 k 2^-24 (|A| |B|), both being float32 sums of the same exact products (k of them, each sum
+// within k 2^-24 (|A| |B|) of the exact one).
+void require_bf16_product(const Tensor& actual, const Tensor& reference, const Tensor& a,
+                          const Tensor& b) {
+  INFO((widening_path() ? "widening path" : "native path"));
+  if (widening_path()) {
+    REQUIRE_EXACT(actual, reference);
+    return;
+  }
+  REQUIRE(actual.shape() == reference.shape());
+  const std::int64_t k = a.size(-1);
+  const std::vector<double> got = actual.to(DType::f64).reshape({-1}).to_vector<double>();
+  const std::vector<double> want = reference.to(DType::f64).reshape({-1}).to_vector<double>();
+  const std::vector<double> magnitude =
+      matmul(abs64(a), abs64(b)).reshape({-1}).to_vector<double>();
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": " << got[i] << " vs " << want[i]);
+    REQUIRE(std::abs(got[i] - want[i]) <= 2.0 * k * std::ldexp(magnitude[i], -24));
+  }
+}
+
 }  // namespace
 
-TEST_CASE("bf16 matmul equals the float32 matmul of the widened operands, bit for bit",
+TEST_CASE("bf16 matmul is the product of the widened operands: bit for bit when widened",
           "[bf16][gemm]") {
   Generator gen(3);
   const Tensor a = rounded(randn({2, 3, 17, 40}, {}, &gen));
@@ -60,25 +90,28 @@ TEST_CASE("bf16 matmul equals the float32 matmul of the widened operands, bit fo
   SECTION("batched, with a broadcast batch dim") {
     const Tensor c = matmul(a, b);
     REQUIRE(c.dtype() == DType::f32);
-    REQUIRE_EXACT(c, matmul(widened(a), widened(b)));
+    require_bf16_product(c, matmul(widened(a), widened(b)), a, b);
   }
   SECTION("transposed views of either operand") {
     const Tensor at = rounded(randn({40, 17}, {}, &gen)), bt = rounded(randn({23, 40}, {}, &gen));
-    REQUIRE_EXACT(matmul(at.t(), bt.t()), matmul(widened(at).t(), widened(bt).t()));
-    REQUIRE_EXACT(matmul(at.t(), b.select(0, 0)), matmul(widened(at).t(), widened(b.select(0, 0))));
+    require_bf16_product(matmul(at.t(), bt.t()), matmul(widened(at).t(), widened(bt).t()), at.t(),
+                         bt.t());
+    require_bf16_product(matmul(at.t(), b.select(0, 0)),
+                         matmul(widened(at).t(), widened(b.select(0, 0))), at.t(), b.select(0, 0));
   }
   SECTION("a large op(A), widened a block of rows at a time") {
     // k = 70000: blocks of 2^23 / k = 119 rows of op(A), so 250 rows take three blocks.
     const Tensor big = rounded(randn({250, 70000}, {}, &gen));
     const Tensor right = rounded(randn({70000, 3}, {}, &gen));
-    REQUIRE_EXACT(matmul(big, right), matmul(widened(big), widened(right)));
+    require_bf16_product(matmul(big, right), matmul(widened(big), widened(right)), big, right);
     const Tensor big_t = rounded(randn({70000, 250}, {}, &gen));
-    REQUIRE_EXACT(matmul(big_t.t(), right), matmul(widened(big_t).t(), widened(right)));
+    require_bf16_product(matmul(big_t.t(), right), matmul(widened(big_t).t(), widened(right)),
+                         big_t.t(), right);
   }
   SECTION("vectors") {
     const Tensor v = rounded(randn({40}, {}, &gen));
-    REQUIRE_EXACT(matmul(a, v), matmul(widened(a), widened(v)));
-    REQUIRE_EXACT(matmul(v, b), matmul(widened(v), widened(b)));
+    require_bf16_product(matmul(a, v), matmul(widened(a), widened(v)), a, v.unsqueeze(1));
+    require_bf16_product(matmul(v, b), matmul(widened(v), widened(b)), v.unsqueeze(0), b);
   }
 }
 
@@ -121,15 +154,16 @@ TEST_CASE("linear with bf16 operands: forward and backward are the bf16 products
   REQUIRE(x.grad().dtype() == DType::f32);
   REQUIRE(w.grad().dtype() == DType::f32);
 
-  // Exactly: the products of the rounded operands (dy rounded too in the backward), in float32,
-  // the forward's result rounded to bf16 (its gradient passes unrounded).
-  const Tensor xb = widened(rounded(x.detach())), wb = widened(rounded(w.detach()));
-  const Tensor dyb = widened(rounded(dy));
+  // Exactly: the products of the operands rounded by hand (dy rounded too in the backward), the
+  // forward's float32 result rounded to bf16 (its gradient passes unrounded). Autocast leaves
+  // the float32 weight to the GEMM, which rounds it as it reads it: the same bits.
+  const Tensor xb = rounded(x.detach()), wb = rounded(w.detach()), dyb = rounded(dy);
   const Tensor sums = linear(xb, wb, bias.detach());
   REQUIRE_EXACT(y.detach(), rounded(sums));
   REQUIRE_EXACT(x.grad(), matmul(dyb, wb));
   REQUIRE_EXACT(w.grad(), matmul(dyb.t(), xb));
   REQUIRE_EXACT(bias.grad(), sum(dy, {0}));
+  require_bf16_product(x.grad(), matmul(widened(dyb), widened(wb)), dyb, wb);
 
   // Against float32: within the bound of the products' rounding.
   require_within_bf16_bound(sums - bias.detach(), linear(x.detach(), w.detach()),
@@ -149,8 +183,8 @@ TEST_CASE("a bf16 tensor used twice gets one float32 gradient, the sum of both u
   const Tensor dy = randn({8, 5}, {}, &gen);
   y.backward(dy);
   REQUIRE(x.grad().dtype() == DType::f32);
-  const Tensor dyb = widened(rounded(dy));
-  REQUIRE_EXACT(x.grad(), matmul(dyb, widened(w1).t()) + matmul(dyb, widened(w2).t()));
+  const Tensor dyb = rounded(dy);
+  REQUIRE_EXACT(x.grad(), matmul(dyb, w1.t()) + matmul(dyb, w2.t()));
   // backward() on a bf16 product's float32 output seeds float32; a bf16 root needs a float32 seed.
   const Tensor root = x.to(DType::bf16);
   REQUIRE_THROWS_WITH(root.backward(ones({8, 16}, {.dtype = DType::bf16})),
@@ -174,9 +208,13 @@ TEST_CASE("linear_cross_entropy with bf16 operands: exact forward, backward with
   }
   REQUIRE(loss.dtype() == DType::f32);
   loss.backward();
-  // The forward is the float32 loss of the rounded operands' logits, exactly.
-  const Tensor xb = widened(rounded(x.detach())), wb = widened(rounded(w.detach()));
+  // The forward is the float32 loss of the rounded operands' logits, exactly: the same as the
+  // operands rounded by hand (autocast rounds W in the GEMM), and on the widening path the same
+  // as the float32 loss of their widened values.
+  const Tensor xb = rounded(x.detach()), wb = rounded(w.detach());
   REQUIRE_EXACT(loss.detach(), linear_cross_entropy(xb, wb, targets));
+  if (widening_path())
+    REQUIRE_EXACT(loss.detach(), linear_cross_entropy(widened(xb), widened(wb), targets));
 
   // Against float32. The logits are within z_bound = max (2u + u^2 + d 2^-24) (|X| |W|^T) of
   // float32's, so the loss (logsumexp(z) - z_t, each term moving by at most z_bound) within
@@ -211,11 +249,20 @@ TEST_CASE("linear_cross_entropy with bf16 operands and a large vocabulary works 
     const Autocast bf16(Precision::bf16);
     loss = linear_cross_entropy(x, w, targets);
   }
-  // x and w hold bf16 values: the float32 loss is the same computation, row for row.
+  // x and w hold bf16 values: the float32 loss is the same computation, row for row (on the
+  // native path the logits are the same products summed in another order: within d 2^-24 of
+  // |X| |W|^T each, and the loss, a mean of logsumexp(z) - z_t, within twice the largest).
   const Tensor x32 = x.detach().clone().requires_grad_();
   const Tensor w32 = w.detach().clone().requires_grad_();
   const Tensor loss32 = linear_cross_entropy(x32, w32, targets);
-  REQUIRE_EXACT(loss.detach(), loss32.detach());
+  if (widening_path()) {
+    REQUIRE_EXACT(loss.detach(), loss32.detach());
+  } else {
+    const double z_bound =
+        2.0 * d * std::ldexp(1.0, -24) *
+        max(matmul(abs64(x), abs64(w).t()).reshape({-1}), 0).values.item<double>();
+    REQUIRE(std::abs(loss.item<double>() - loss32.item<double>()) <= 2 * z_bound);
+  }
   loss.backward();
   loss32.backward();
   // The backward differs only by P' rounded to bf16 (and diag(s) X): 2u + u^2 per product.
