@@ -9,9 +9,35 @@
 
 namespace kiln {
 
+namespace {
+
+// dX (N, in) = dY (N, out) W (out, in) for a bf16 dY and the float32 weight the GEMM rounds to
+// bf16 as it reads it, as the forward did (checked_weight_operands).
+Tensor times_rounded_weight(const Tensor& dy, const Tensor& w) {
+  const Tensor g = dy.contiguous();
+  Tensor dx = empty({g.size(0), w.size(1)}, {DType::f32, g.device()});
+  GemmArgs args;
+  args.dtype = DType::f32;
+  set_operand_dtypes(args, g.dtype(), w.dtype());
+  args.m = g.size(0), args.n = w.size(1), args.k = g.size(1);
+  args.a = g.raw_data(), args.lda = args.k;
+  args.b = w.raw_data(), args.ldb = args.n;
+  args.c = dx.raw_data(), args.ldc = args.n;
+  if (args.m > 0 && args.n > 0) {
+    if (args.k > 0) {
+      backend_of(dx).gemm(args);
+    } else {
+      dx.zero_();
+    }
+  }
+  return dx;
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias) {
   profile::Scope scope(profile::Family::gemm);
-  const auto [x, weight] = checked_operands<2>("linear", {x_in, weight_in}, {.autocast = true});
+  const auto [x, weight] = checked_weight_operands("linear", x_in, weight_in);
   const DType out_dtype = compute_dtype(x.dtype());
   KILN_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
              "linear: x {} and weight {} must be (N, in) and (out, in)", x.shape(), weight.shape());
@@ -34,7 +60,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias) {
   GemmArgs g;
   g.op = "linear";
   g.dtype = out_dtype;
-  g.bf16_operands = x.dtype() == DType::bf16;
+  set_operand_dtypes(g, x.dtype(), w.dtype());
   g.m = rows, g.n = out_features, g.k = x.size(1);
   g.a = input.raw_data(), g.lda = g.k;
   g.b = w.raw_data(), g.ldb = g.k, g.trans_b = true;
@@ -48,11 +74,12 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias) {
     }
   }
   record("linear", y, {x, weight, bias}, {input, w}, [](const Tensor& dy, const Saved& s) {
-    // With bf16 operands the products read dy in bf16 (as matmul's backward); db sums the
-    // float32 dy.
+    // With bf16 operands the products read dy in bf16 (as matmul's backward), and a float32
+    // weight as the forward read it, rounded; db sums the float32 dy.
     const Tensor g = dy.to(s[0].dtype());
     Tensor dx, dw, db;
-    if (s.needs_grad(0)) dx = matmul(g, s[1]);      // (N, out) (out, in)
+    if (s.needs_grad(0))  // (N, out) (out, in)
+      dx = s[1].dtype() == g.dtype() ? matmul(g, s[1]) : times_rounded_weight(g, s[1]);
     if (s.needs_grad(1)) dw = matmul(g.t(), s[0]);  // (out, N) (N, in)
     if (s.needs_grad(2)) db = sum(dy, {0});
     return Grads{dx, dw, db};

@@ -25,7 +25,7 @@ void gemm_into(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, 
   GemmArgs g;
   g.op = "linear_cross_entropy";
   g.dtype = c.dtype();
-  g.bf16_operands = a.dtype() == DType::bf16;
+  set_operand_dtypes(g, a.dtype(), b.dtype());
   g.m = c.size(0), g.n = c.size(1), g.k = trans_a ? a.size(0) : a.size(1);
   g.a = op_a.tensor.raw_data(), g.lda = op_a.ld, g.trans_a = op_a.transposed;
   g.b = op_b.tensor.raw_data(), g.ldb = op_b.ld, g.trans_b = op_b.transposed;
@@ -65,8 +65,7 @@ void subtract_targets(Backend& backend, const Tensor& block, std::int64_t r0, st
 Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const Tensor& targets,
                             std::int64_t ignore_index) {
   profile::Scope scope(profile::Family::vocabulary);
-  const auto [x, weight] =
-      checked_operands<2>("linear_cross_entropy", {x_in, weight_in}, {.autocast = true});
+  const auto [x, weight] = checked_weight_operands("linear_cross_entropy", x_in, weight_in);
   check_ids_operand("linear_cross_entropy", "targets", targets, x.device());
   // The logits, the loss and every gradient are in `dtype`: float32 for bf16 operands.
   const DType dtype = compute_dtype(x.dtype());
@@ -170,7 +169,7 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
            Tensor dx, dw;
            if (s.needs_grad(0)) {
              const Tensor pw = empty(input.shape(), {dtype, g.device()});
-             gemm_into(pw, p, false, w, false, alpha);  // alpha P'' W
+             gemm_into(pw, p, false, w, false, alpha);  // alpha P'' W (a float32 W rounded as read)
              dx = where(counted, pw * scale_rows, zero);
            }
            if (s.needs_grad(1)) {

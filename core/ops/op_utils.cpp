@@ -20,6 +20,19 @@ void check_operands(std::string_view op, std::span<const Tensor> operands, Opera
   }
 }
 
+std::array<Tensor, 2> checked_weight_operands(std::string_view op, const Tensor& x,
+                                              const Tensor& weight) {
+  check_defined(op, x);
+  check_defined(op, weight);
+  const Tensor operand = autocast_operand(x);
+  if (operand.dtype() != DType::bf16 || weight.dtype() != DType::f32 ||
+      autocast_precision() != Precision::bf16)
+    return checked_operands<2>(op, {x, weight}, {.autocast = true});
+  check_operands(op, std::array{operand});
+  check_same_device(op, operand, weight);
+  return {operand, weight};
+}
+
 void check_ids_operand(std::string_view op, std::string_view name, const Tensor& ids,
                        Device device) {
   check_defined(op, ids);

@@ -63,6 +63,22 @@ std::array<Tensor, N> checked_operands(std::string_view op, std::array<Tensor, N
   check_operands(op, operands, rules);
   return operands;
 }
+// The operands of a product with a weight (linear, linear_cross_entropy), checked as
+// checked_operands checks them with autocast, except that under autocast a float32 weight beside
+// a bf16 x stays float32: the GEMM rounds it to bf16 as it reads it (GemmArgs::round_b), the
+// values autocast's bf16 copy would hold, without the copy (a pass over the weight each step, and
+// the copy's bytes kept for backward). The weight's gradient then flows to it directly.
+//
+//   const auto [x, weight] = checked_weight_operands("linear", x_in, weight_in);
+std::array<Tensor, 2> checked_weight_operands(std::string_view op, const Tensor& x,
+                                              const Tensor& weight);
+// A GEMM's operand dtypes: a product with a bf16 operand multiplies bf16 values (bf16_operands),
+// rounding a float32 operand as it reads it.
+inline void set_operand_dtypes(GemmArgs& g, DType a, DType b) {
+  g.bf16_operands = a == DType::bf16 || b == DType::bf16;
+  g.round_a = g.bf16_operands && a == DType::f32;
+  g.round_b = g.bf16_operands && b == DType::f32;
+}
 // Errors unless `ids` (the op's operand called `name`) is defined, int64 and on `device`.
 void check_ids_operand(std::string_view op, std::string_view name, const Tensor& ids,
                        Device device);
