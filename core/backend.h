@@ -92,8 +92,11 @@ struct ReduceArgs {
 // Softmax over the last dim of contiguous (rows, cols). With `causal`, row r is query position
 // (r % query_len) + query_offset and sees keys 0..that position; the others get probability 0
 // (log_softmax: -inf) and no gradient.
+// bf16_values (only where Backend::kernels_read_bf16): x and y in the forward, the saved y in the
+// backward, are bf16; dtype (float32) is the arithmetic's, dy's and dx's.
 struct SoftmaxArgs {
   DType dtype = DType::f32;
+  bool bf16_values = false;
   std::int64_t rows = 0, cols = 0;
   bool log = false;
   bool causal = false;
@@ -101,9 +104,11 @@ struct SoftmaxArgs {
 };
 
 // Layer normalisation of each row over its cols (eps is the forward's; the backward reads the
-// saved mean and rstd instead).
+// saved mean and rstd instead). bf16_input (only where Backend::kernels_read_bf16): x is bf16
+// in both; everything else is dtype (float32).
 struct LayerNormArgs {
   DType dtype = DType::f32;
+  bool bf16_input = false;
   std::int64_t rows = 0, cols = 0;
   double eps = 1e-5;
 };
@@ -111,8 +116,11 @@ struct LayerNormArgs {
 // Cross-entropy of each row of logits (rows, cols) against one int64 target per row; a row whose
 // target is ignore_index counts nothing. scale multiplies the backward's dlogits. row_stride
 // (cross_entropy_forward_exp only): elements from one row of logits to the next, 0 for cols.
+// bf16_logits (cross_entropy_forward and _backward, only where Backend::kernels_read_bf16): the
+// logits are bf16; the loss, logsumexp and dlogits dtype (float32).
 struct CrossEntropyArgs {
   DType dtype = DType::f32;
+  bool bf16_logits = false;
   std::int64_t rows = 0, cols = 0;
   std::int64_t ignore_index = -100;
   double scale = 1.0;
@@ -221,6 +229,14 @@ class Backend {
   // Bytes held for tensors now and at most since start (CPU: live tensor bytes).
   virtual std::size_t bytes_in_use() const = 0;
   virtual std::size_t peak_bytes_in_use() const = 0;
+
+  // Whether the kernels of mixed precision's activations take bf16 operands themselves and
+  // convert them in registers: unary and binary (any operand, and out, bf16), dropout_apply
+  // (dtype bf16: in and out), and the row kernels' bf16 flags (SoftmaxArgs::bf16_values,
+  // LayerNormArgs::bf16_input, CrossEntropyArgs::bf16_logits). The CPU backend's do; where not,
+  // the ops widen bf16 to float32 scratch tensors first and round results back
+  // (core/ops/op_utils.h, compute_copy), and the kernels never see bf16.
+  virtual bool kernels_read_bf16() const { return false; }
 
   // ---- Kernels, one list for the interface and both backends (core/backend_kernels.h)
 #define KILN_KERNEL(result, name, parameters) virtual result name parameters = 0;

@@ -2,6 +2,7 @@
 // core/philox.h, so the CUDA backend produces the same numbers.
 #include <algorithm>
 
+#include "core/bf16.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/philox_block.h"
@@ -86,6 +87,17 @@ void CpuBackend::dropout_mask(DType dtype, void* mask, std::int64_t n, double p,
 void CpuBackend::dropout_apply(DType dtype, void* out, const void* in, std::int64_t n, double p,
                                std::uint64_t seed, std::uint64_t offset) {
   const std::uint32_t threshold = philox::dropout_threshold(p);
+  if (dtype == DType::bf16) {
+    // bf16 in and out (kernels_read_bf16): the float32 product, rounded once.
+    const float keep_value = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
+    const bf16* __restrict input = static_cast<const bf16*>(in);
+    fill_from_words<1>(
+        static_cast<bf16*>(out), n, seed, offset, [=](const std::uint32_t* w, std::int64_t i) {
+          return to_bf16(to_float(input[i]) *
+                         (philox::dropout_keep(w[0], threshold) ? keep_value : 0.0f));
+        });
+    return;
+  }
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T keep_value = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);

@@ -1,12 +1,14 @@
 // Fused row kernels on the CPU: softmax (optionally causal, optionally log), layer norm and
 // cross-entropy, forward and backward, one task per block of rows. Row statistics accumulate in
-// float64; each row is owned by one task, so results do not depend on the thread count.
+// float64; each row is owned by one task, so results do not depend on the thread count. bf16
+// operands go through the float32 kernels a row at a time (row_values below).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu/bf16_runs.h"
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/row_sum.h"
@@ -155,6 +157,31 @@ const T* next_row(const T* x, std::int64_t r, std::int64_t rows, std::int64_t co
   return r + 1 < rows ? x + (r + 1) * cols : nullptr;
 }
 
+// ---- bf16 operands (Backend::kernels_read_bf16): the float32 kernels below on a row at a time,
+// widened into a float32 buffer of the thread (a row of the vocabulary, 133 KB, stays in L2)
+// and rounded out of one where the result is bf16: the float32 kernel's bits on the widened
+// values, rounded once, without a float32 tensor of the operand's size.
+
+// Buffer `which` (0 or 1) of this thread, at least cols floats.
+float* row_buffer(int which, std::int64_t cols) {
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& buffer = buffers[which];
+  if (static_cast<std::int64_t>(buffer.size()) < cols) buffer.resize(cols);
+  return buffer.data();
+}
+
+// Row r of x as T values: the row itself, or a bf16 row widened into buffer `which`.
+template <typename T, typename X>
+const T* row_values(const X* x, std::int64_t r, std::int64_t cols, int which) {
+  if constexpr (std::is_same_v<X, T>) {
+    return x + r * cols;
+  } else {
+    float* values = row_buffer(which, cols);
+    widen_bf16_run(x + r * cols, values, cols);
+    return values;
+  }
+}
+
 // log_softmax: y = (x - max) - log(sum); softmax: y = e / sum with e = exp(x - max) stored by
 // the summing pass, so each element is exponentiated once.
 template <typename T>
@@ -235,11 +262,12 @@ struct LayerNormRowGrad {
   T mean, rstd, mean_g, mean_gx;
 };
 
+// Row r of x's values, x_row: where x is float32 or float64 that is x + r cols itself.
 template <typename T>
-LayerNormRowGrad<T> layer_norm_row_means(std::int64_t r, std::int64_t cols, const T* x,
+LayerNormRowGrad<T> layer_norm_row_means(std::int64_t r, std::int64_t cols, const T* x_row,
                                          const T* gamma, const T* mean, const T* rstd, const T* dy,
                                          T* dx) {
-  LayerNormRowGrad<T> row{x + r * cols, dy + r * cols, dx + r * cols, mean[r], rstd[r], 0, 0};
+  LayerNormRowGrad<T> row{x_row, dy + r * cols, dx + r * cols, mean[r], rstd[r], 0, 0};
   const auto [sum_g, sum_gx] = lane_sum_pair(cols, [&](std::int64_t j) {
     const double g = static_cast<double>(row.dy[j]) * gamma[j];
     return std::pair{g, g * ((row.x[j] - row.mean) * row.rstd)};
@@ -265,8 +293,8 @@ inline void layer_norm_dx_at(const LayerNormRowGrad<T>& row, std::int64_t c, T g
 // 33,278 columns, in L2) once per two rows: with one row per pass their traffic was a third of
 // the kernel's time. The blocks' partials are then summed in block order. The block size depends
 // on the row count only (deterministic for any thread count).
-template <typename T>
-void layer_norm_backward_rows(std::int64_t rows, std::int64_t cols, const T* x, const T* gamma,
+template <typename T, typename X>
+void layer_norm_backward_rows(std::int64_t rows, std::int64_t cols, const X* x, const T* gamma,
                               const T* mean, const T* rstd, const T* dy, T* dx, T* dgamma,
                               T* dbeta) {
   const std::int64_t row_block = std::clamp<std::int64_t>(rows / 16, 1, 64);
@@ -278,8 +306,10 @@ void layer_norm_backward_rows(std::int64_t rows, std::int64_t cols, const T* x, 
     const std::int64_t end = std::min(rows, (b + 1) * row_block);
     std::int64_t r = b * row_block;
     for (; r + 1 < end; r += 2) {
-      const auto first = layer_norm_row_means(r, cols, x, gamma, mean, rstd, dy, dx);
-      const auto second = layer_norm_row_means(r + 1, cols, x, gamma, mean, rstd, dy, dx);
+      const auto first =
+          layer_norm_row_means(r, cols, row_values<T>(x, r, cols, 0), gamma, mean, rstd, dy, dx);
+      const auto second = layer_norm_row_means(r + 1, cols, row_values<T>(x, r + 1, cols, 1), gamma,
+                                               mean, rstd, dy, dx);
       // The next pair's rows, two of x and two of dy, come from DRAM during this pass.
       for_each_prefetching(
           cols,
@@ -291,7 +321,8 @@ void layer_norm_backward_rows(std::int64_t rows, std::int64_t cols, const T* x, 
           next_row(dy, r + 1, rows, cols), next_row(dy, r + 2, rows, cols));
     }
     if (r < end) {
-      const auto last = layer_norm_row_means(r, cols, x, gamma, mean, rstd, dy, dx);
+      const auto last =
+          layer_norm_row_means(r, cols, row_values<T>(x, r, cols, 0), gamma, mean, rstd, dy, dx);
       for_each_prefetching(
           cols, [=](std::int64_t c) { layer_norm_dx_at(last, c, gamma[c], pg[c], pb[c]); },
           next_row(x, r, rows, cols), next_row(dy, r, rows, cols));
@@ -366,6 +397,29 @@ void cross_entropy_exp_rows(std::int64_t rows, std::int64_t cols, std::int64_t l
   });
 }
 
+// The softmax arguments of row r alone (the causal mask's position kept).
+SoftmaxArgs row_args(const SoftmaxArgs& a, std::int64_t r) {
+  SoftmaxArgs one = a;
+  one.rows = 1;
+  if (a.causal) one.query_len = 1, one.query_offset = r % a.query_len + a.query_offset;
+  return one;
+}
+
+void softmax_forward_bf16(const SoftmaxArgs& a, const bf16* x, bf16* y) {
+  parallel_tasks(a.rows, a.rows * a.cols, [&](std::int64_t r) {
+    float* yr = row_buffer(1, a.cols);
+    softmax_forward_rows(row_args(a, r), row_values<float>(x, r, a.cols, 0), yr);
+    round_to_bf16_run(yr, y + r * a.cols, a.cols);
+  });
+}
+
+void softmax_backward_bf16(const SoftmaxArgs& a, const bf16* y, const float* dy, float* dx) {
+  parallel_tasks(a.rows, a.rows * a.cols, [&](std::int64_t r) {
+    softmax_backward_rows(row_args(a, r), row_values<float>(y, r, a.cols, 0), dy + r * a.cols,
+                          dx + r * a.cols);
+  });
+}
+
 }  // namespace
 
 void CpuBackend::cross_entropy_forward_exp(const CrossEntropyArgs& args, void* logits,
@@ -381,6 +435,10 @@ void CpuBackend::cross_entropy_forward_exp(const CrossEntropyArgs& args, void* l
 }
 
 void CpuBackend::softmax_forward(const SoftmaxArgs& args, const void* x, void* y) {
+  if (args.bf16_values) {
+    softmax_forward_bf16(args, static_cast<const bf16*>(x), static_cast<bf16*>(y));
+    return;
+  }
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     softmax_forward_rows(args, static_cast<const T*>(x), static_cast<T*>(y));
@@ -389,6 +447,11 @@ void CpuBackend::softmax_forward(const SoftmaxArgs& args, const void* x, void* y
 
 void CpuBackend::softmax_backward(const SoftmaxArgs& args, const void* y, const void* dy,
                                   void* dx) {
+  if (args.bf16_values) {
+    softmax_backward_bf16(args, static_cast<const bf16*>(y), static_cast<const float*>(dy),
+                          static_cast<float*>(dx));
+    return;
+  }
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     softmax_backward_rows(args, static_cast<const T*>(y), static_cast<const T*>(dy),
@@ -398,6 +461,17 @@ void CpuBackend::softmax_backward(const SoftmaxArgs& args, const void* y, const 
 
 void CpuBackend::layer_norm_forward(const LayerNormArgs& args, const void* x, const void* gamma,
                                     const void* beta, void* y, void* mean, void* rstd) {
+  if (args.bf16_input) {
+    const auto* x16 = static_cast<const bf16*>(x);
+    parallel_tasks(args.rows, args.rows * args.cols, [&](std::int64_t r) {
+      layer_norm_forward_rows<float>(
+          1, args.cols, args.eps, row_values<float>(x16, r, args.cols, 0),
+          static_cast<const float*>(gamma), static_cast<const float*>(beta),
+          static_cast<float*>(y) + r * args.cols, static_cast<float*>(mean) + r,
+          static_cast<float*>(rstd) + r);
+    });
+    return;
+  }
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     layer_norm_forward_rows(args.rows, args.cols, args.eps, static_cast<const T*>(x),
@@ -409,6 +483,14 @@ void CpuBackend::layer_norm_forward(const LayerNormArgs& args, const void* x, co
 void CpuBackend::layer_norm_backward(const LayerNormArgs& args, const void* x, const void* gamma,
                                      const void* mean, const void* rstd, const void* dy, void* dx,
                                      void* dgamma, void* dbeta) {
+  if (args.bf16_input) {
+    layer_norm_backward_rows(args.rows, args.cols, static_cast<const bf16*>(x),
+                             static_cast<const float*>(gamma), static_cast<const float*>(mean),
+                             static_cast<const float*>(rstd), static_cast<const float*>(dy),
+                             static_cast<float*>(dx), static_cast<float*>(dgamma),
+                             static_cast<float*>(dbeta));
+    return;
+  }
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     layer_norm_backward_rows(args.rows, args.cols, static_cast<const T*>(x),
@@ -420,6 +502,15 @@ void CpuBackend::layer_norm_backward(const LayerNormArgs& args, const void* x, c
 
 void CpuBackend::cross_entropy_forward(const CrossEntropyArgs& args, const void* logits,
                                        const std::int64_t* targets, void* loss, void* row_stats) {
+  if (args.bf16_logits) {
+    const auto* x16 = static_cast<const bf16*>(logits);
+    parallel_tasks(args.rows, args.rows * args.cols, [&](std::int64_t r) {
+      cross_entropy_forward_rows<float>(
+          1, args.cols, row_values<float>(x16, r, args.cols, 0), targets + r, args.ignore_index,
+          static_cast<float*>(loss) + r, static_cast<float*>(row_stats) + 2 * r);
+    });
+    return;
+  }
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     cross_entropy_forward_rows(args.rows, args.cols, static_cast<const T*>(logits), targets,
@@ -431,6 +522,17 @@ void CpuBackend::cross_entropy_forward(const CrossEntropyArgs& args, const void*
 void CpuBackend::cross_entropy_backward(const CrossEntropyArgs& args, const void* logits,
                                         const std::int64_t* targets, const void* row_stats,
                                         const void* grad_loss, void* dlogits) {
+  if (args.bf16_logits) {
+    const auto* x16 = static_cast<const bf16*>(logits);
+    const auto grad_scale = static_cast<float>(*static_cast<const float*>(grad_loss) * args.scale);
+    parallel_tasks(args.rows, args.rows * args.cols, [&](std::int64_t r) {
+      cross_entropy_backward_rows<float>(1, args.cols, row_values<float>(x16, r, args.cols, 0),
+                                         targets + r, args.ignore_index,
+                                         static_cast<const float*>(row_stats) + 2 * r, grad_scale,
+                                         static_cast<float*>(dlogits) + r * args.cols);
+    });
+    return;
+  }
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T grad_scale = static_cast<T>(*static_cast<const T*>(grad_loss) * args.scale);

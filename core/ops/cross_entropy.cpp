@@ -48,9 +48,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   Tensor row_stats = empty({rows, 2}, {dtype, logits.device()});  // max, log-sum per row
   Backend& backend = backend_of(logits);
   const double scale = 1.0 / static_cast<double>(counted);
-  const CrossEntropyArgs args{
-      .dtype = dtype, .rows = rows, .cols = classes, .ignore_index = ignore_index, .scale = scale};
-  backend.cross_entropy_forward(args, compute_copy(input).raw_data(),
+  const Tensor values = kernel_operand(input);
+  const CrossEntropyArgs args{.dtype = dtype,
+                              .bf16_logits = values.dtype() == DType::bf16,
+                              .rows = rows,
+                              .cols = classes,
+                              .ignore_index = ignore_index,
+                              .scale = scale};
+  backend.cross_entropy_forward(args, values.raw_data(),
                                 static_cast<const std::int64_t*>(ids.raw_data()),
                                 row_loss.raw_data(), row_stats.raw_data());
   Tensor total = empty({}, {dtype, logits.device()});
@@ -62,7 +67,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
          [args](const Tensor& g, const Saved& s) {
            const Tensor grad_loss = g.contiguous();
            Tensor dlogits = empty(s[0].shape(), {g.dtype(), g.device()});
-           backend_of(g).cross_entropy_backward(args, compute_copy(s[0]).raw_data(),
+           backend_of(g).cross_entropy_backward(args, kernel_operand(s[0]).raw_data(),
                                                 static_cast<const std::int64_t*>(s[1].raw_data()),
                                                 s[2].raw_data(), grad_loss.raw_data(),
                                                 dlogits.raw_data());

@@ -19,7 +19,7 @@ Tensor apply_mask(const Tensor& x, double p, std::uint64_t seed, std::uint64_t o
 
 // y = x * D, dx = dy * D. The backward draws D again from the same Philox counters instead of
 // saving it: nothing of x's size stays alive for backward (attention's dropout does the same).
-// A bf16 x is multiplied in float32 and y rounded back to bf16.
+// A bf16 x is multiplied in float32 and y rounded once to bf16 (by the kernel where it reads bf16).
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   check_operands("dropout", std::array{x});
   KILN_CHECK(p >= 0.0 && p < 1.0, "dropout: probability must be in [0, 1), got {}", p);
@@ -27,7 +27,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   profile::Scope scope(profile::Family::other);
   Generator& g = gen != nullptr ? *gen : default_generator();
   const std::uint64_t seed = g.seed(), offset = g.reserve((x.numel() + 3) / 4);
-  const Tensor input = compute_copy(x.detach()).contiguous();
+  const Tensor input = kernel_operand(x.detach()).contiguous();
   const Tensor y = stored_as(apply_mask(input, p, seed, offset), x.dtype());
   record("dropout", y, {x}, {}, [p, seed, offset](const Tensor& dy, const Saved&) {
     return Grads{apply_mask(dy.contiguous(), p, seed, offset)};

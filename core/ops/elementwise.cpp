@@ -13,12 +13,13 @@ namespace kiln {
 
 namespace {
 
-// bf16 operands are computed on in float32 (compute_copy) and the result is stored back in bf16
-// (the ops' table, docs/mixed-precision.md); autograd records the bf16 tensors.
+// bf16 operands are computed on in float32 and the result is stored in bf16 (the ops' table,
+// docs/mixed-precision.md): by the kernel itself where it reads bf16 (kernel_operand), else on
+// float32 copies whose result is rounded back. Autograd records the bf16 tensors.
 Tensor unary_kernel(std::string_view op, UnaryOp kind, const Tensor& x, double scalar = 0.0) {
   profile::Scope scope(profile::Family::other);
   check_operands(op, std::array{x});
-  const Tensor input = compute_copy(x);
+  const Tensor input = kernel_operand(x);
   Tensor out = empty(x.shape(), {input.dtype(), x.device()});
   backend_of(x).unary(kind, arg_of(out), arg_of(input), scalar);
   return stored_as(out, x.dtype());
@@ -46,8 +47,10 @@ Tensor binary_kernel(std::string_view op, BinaryOp kind, const Tensor& a, const 
   const DType dtype = result_dtype(op, a, b);
   if (!integers_allowed || dtype != DType::i64) check_floating_or_bf16(op, a);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  const Tensor x = compute_copy(a), y = compute_copy(b);
-  Tensor out = empty(shape, {compute_dtype(dtype), a.device()});
+  const Tensor x = kernel_operand(a), y = kernel_operand(b);
+  // The result's own dtype where the kernel reads the operands as they are, else float32.
+  const bool as_given = x.dtype() == a.dtype() && y.dtype() == b.dtype();
+  Tensor out = empty(shape, {as_given ? dtype : compute_dtype(dtype), a.device()});
   backend_of(a).binary(kind, arg_of(out), broadcast_arg(x, shape), broadcast_arg(y, shape));
   return stored_as(out, dtype);
 }
@@ -179,7 +182,8 @@ namespace {
 Tensor activation_backward(BinaryOp kind, const Tensor& g, const Tensor& saved) {
   profile::Scope scope(profile::Family::other);
   Tensor out = empty(g.shape(), {g.dtype(), g.device()});
-  backend_of(g).binary(kind, arg_of(out), arg_of(g), broadcast_arg(compute_copy(saved), g.shape()));
+  backend_of(g).binary(kind, arg_of(out), arg_of(g),
+                       broadcast_arg(kernel_operand(saved), g.shape()));
   return out;
 }
 }  // namespace

@@ -30,14 +30,19 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
   Tensor y = empty(x.shape(), options);
   Tensor mean = empty({rows}, options);
   Tensor rstd = empty({rows}, options);
-  const LayerNormArgs args{.dtype = gamma.dtype(), .rows = rows, .cols = cols, .eps = eps};
+  const Tensor values = kernel_operand(input);
+  const LayerNormArgs args{.dtype = gamma.dtype(),
+                           .bf16_input = values.dtype() == DType::bf16,
+                           .rows = rows,
+                           .cols = cols,
+                           .eps = eps};
   if (rows > 0)
-    backend_of(x).layer_norm_forward(args, compute_copy(input).raw_data(), g.raw_data(),
-                                     b.raw_data(), y.raw_data(), mean.raw_data(), rstd.raw_data());
+    backend_of(x).layer_norm_forward(args, values.raw_data(), g.raw_data(), b.raw_data(),
+                                     y.raw_data(), mean.raw_data(), rstd.raw_data());
   record("layer_norm", y, {x, gamma, beta}, {input, g, mean, rstd},
          [args, rows, cols](const Tensor& dy, const Saved& s) {
            const Tensor grad = dy.contiguous();
-           const Tensor x = compute_copy(s[0]);
+           const Tensor x = kernel_operand(s[0]);
            Tensor dx = empty(s[0].shape(), {dy.dtype(), dy.device()});
            Tensor dgamma = empty({cols}, {dy.dtype(), dy.device()});
            Tensor dbeta = empty({cols}, {dy.dtype(), dy.device()});

@@ -76,6 +76,10 @@ Tensor compute_copy(const Tensor& t) {
   return t.dtype() == DType::bf16 ? stored_as(t, DType::f32) : t;
 }
 
+Tensor kernel_operand(const Tensor& t) {
+  return t.dtype() == DType::bf16 && backend_of(t).kernels_read_bf16() ? t : compute_copy(t);
+}
+
 Tensor stored_as(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
   Tensor out = empty(t.shape(), {dtype, t.device()});

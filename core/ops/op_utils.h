@@ -100,6 +100,11 @@ void check_computable(std::string_view op, DType dtype);
 //
 // t's values as a contiguous float32 scratch copy when t is bf16 (exact), else t itself.
 Tensor compute_copy(const Tensor& t);
+// What a kernel of Backend::kernels_read_bf16 (elementwise, dropout, softmax, layer_norm,
+// cross_entropy) is handed for t: t itself where its backend's kernels read bf16 (the CPU's,
+// which convert in registers a row or a block at a time), else compute_copy(t). The kernel's
+// result is the same either way, bit for bit.
+Tensor kernel_operand(const Tensor& t);
 // t converted to dtype (round to nearest even for bf16), or t itself when it already is.
 Tensor stored_as(const Tensor& t, DType dtype);
 

@@ -1,5 +1,6 @@
 // softmax, log_softmax and the causal softmax of attention. A bf16 x is computed on in float32
-// and y stored in bf16 (what backward saves). Backward reads the saved output:
+// and y stored in bf16 (what backward saves), by the kernel where it reads bf16 (kernel_operand).
+// Backward reads the saved output:
 //   softmax:     dx = y * (dy - sum(dy * y))
 //   log_softmax: dx = dy - exp(y) * sum(dy)
 #include "core/ops/softmax.h"
@@ -21,9 +22,10 @@ Tensor softmax_rows(std::string_view op, const Tensor& x, std::int64_t dim_in, b
   const int dim = normalize_dim(dim_in, x.dim(), op);
   const int last = static_cast<int>(x.dim()) - 1;
   const Tensor rows =
-      compute_copy(dim == last ? x.detach() : x.detach().transpose(dim, last)).contiguous();
+      kernel_operand(dim == last ? x.detach() : x.detach().transpose(dim, last)).contiguous();
   SoftmaxArgs args;
-  args.dtype = rows.dtype();
+  args.dtype = compute_dtype(rows.dtype());
+  args.bf16_values = rows.dtype() == DType::bf16;
   args.cols = rows.size(-1);
   args.rows = args.cols == 0 ? 0 : rows.numel() / args.cols;
   args.log = log;
@@ -36,7 +38,7 @@ Tensor softmax_rows(std::string_view op, const Tensor& x, std::int64_t dim_in, b
   if (dim != last) y = y.transpose(dim, last);
   record(op, y, {x}, {y}, [args, dim, last](const Tensor& g, const Saved& s) {
     const Tensor y_rows =
-        compute_copy((dim == last ? s[0] : s[0].transpose(dim, last)).contiguous());
+        kernel_operand((dim == last ? s[0] : s[0].transpose(dim, last)).contiguous());
     const Tensor g_rows = (dim == last ? g : g.transpose(dim, last)).contiguous();
     Tensor dx = empty(y_rows.shape(), {g.dtype(), g.device()});
     if (args.rows > 0)
