@@ -49,6 +49,18 @@ using namespace kiln;
 
 namespace {
 
+// A note when a run resumes on other CPU GEMMs than the checkpoint recorded (another library, or
+// bf16 products natively where they were widened): each path sums in its own order, so the bits
+// may differ from an uninterrupted run. Older checkpoints record none.
+void note_other_gemm(const lm::TransformerCheckpoint& resumed, const std::string& path) {
+  const auto saved = resumed.metadata.find("gemm");
+  if (saved == resumed.metadata.end() || saved->second == cpu_gemm_source()) return;
+  fmt::print(
+      "note: {} was trained with the CPU GEMMs '{}' and this run uses '{}': the results may "
+      "differ in the last bits from an uninterrupted run\n",
+      path, saved->second, cpu_gemm_source());
+}
+
 int train(int argc, char** argv) {
   install_stop_handlers();
   CLI::App app{
@@ -102,6 +114,7 @@ int train(int argc, char** argv) {
         "warning: {} was trained with {} threads and this run uses {}: the results may "
         "differ in the last bits from an uninterrupted run\n",
         o.resume, saved_threads, threads);
+  if (resumed && !device.is_cuda()) note_other_gemm(*resumed, o.resume);
 
   // Data: the checkpoint's tokenizer for a resumed run, so every token keeps its id.
   const std::string data_dir =

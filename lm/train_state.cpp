@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/backend.h"
 #include "core/build_info.h"
 #include "core/threads.h"
 
@@ -112,6 +113,7 @@ Metadata provenance(std::int64_t step, int threads, const Metadata& settings) {
   Metadata m = settings;
   m["step"] = std::to_string(step);
   m["threads"] = std::to_string(threads);
+  m["gemm"] = cpu_gemm_source();
   m["git"] = build_info().git;
   return m;
 }

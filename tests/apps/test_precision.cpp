@@ -25,6 +25,36 @@ double loss_at(const RunResult& r, long step) {
 
 }  // namespace
 
+TEST_CASE("a bf16 run resumed on another GEMM path says so in a note") {
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string flags = kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
+                            " --precision bf16 --eval-every 0 --log-every 5 --threads 2";
+  // The checkpoint records the GEMMs the run used (the banner's gemm); KILN_GEMM=widen forces the
+  // widening path of bf16 products, which differs from the default wherever the CPU has
+  // AVX512_BF16, and always from a forced library.
+  const RunResult first =
+      run("KILN_GEMM=openblas " + flags + " --steps 5 --save " + dir.file("first.safetensors"));
+  INFO(first.output);
+  REQUIRE(first.status == 0);
+  const SafetensorsFile saved = load_safetensors(dir.file("first.safetensors"));
+  REQUIRE(saved.metadata.count("gemm") == 1);
+  CHECK_THAT(saved.metadata.at("gemm"), Contains("bf16 widened to float32 (KILN_GEMM=openblas)"));
+  CHECK_THAT(first.output, Contains("gemm " + saved.metadata.at("gemm") + " |"));
+  const RunResult other = run("KILN_GEMM=widen " + flags + " --resume " +
+                              dir.file("first.safetensors") + " --steps 10");
+  INFO(other.output);
+  REQUIRE(other.status == 0);
+  CHECK_THAT(other.output, Contains("note: " + dir.file("first.safetensors") +
+                                    " was trained with the CPU GEMMs '" +
+                                    saved.metadata.at("gemm") + "' and this run uses '"));
+  CHECK_THAT(other.output, Contains("bf16 widened to float32 (KILN_GEMM=widen)'"));
+  const RunResult same = run("KILN_GEMM=openblas " + flags + " --resume " +
+                             dir.file("first.safetensors") + " --steps 10");
+  REQUIRE(same.status == 0);
+  CHECK(same.output.find("CPU GEMMs") == std::string::npos);
+}
+
 TEST_CASE("train_lm --precision bf16 resumes bit for bit and stays near the float32 run") {
   TempDir dir;
   write_tiny_corpus(dir.path().string());

@@ -60,8 +60,9 @@ TEST_CASE("train_lm trains a tiny model and ends with the contract's lines") {
   CHECK(std::filesystem::exists(dir.file("runs/lm.best.safetensors")));
   CHECK(std::filesystem::exists(dir.file("runs/lm.curve.svg")));
   const SafetensorsFile state = load_safetensors(dir.file("runs/lm.safetensors"));
-  for (const char* key : {"format", "config", "step", "decay_steps", "vocab", "rng",
-                          "data_position", "threads", "git", "train", "optimizer", "schedule"})
+  for (const char* key :
+       {"format", "config", "step", "decay_steps", "vocab", "rng", "data_position", "threads",
+        "gemm", "git", "train", "optimizer", "schedule"})
     CHECK(state.metadata.count(key) == 1);
   CHECK(state.metadata.at("step") == "30");
   CHECK(state.metadata.at("threads") == "1");
