@@ -1,9 +1,15 @@
 // bench_ops: speed of the kernels behind kiln's ops, called exactly as the ops call them.
+//   peak INSTRUCTION threads GFLOP/s    the arithmetic's ceiling: independent VDPBF16PS (bf16
+//                                       products, where the CPU has AVX512_BF16) and float32
+//                                       FMAs on 512-bit registers, 2 FLOPs per multiply-add
 //   gemm M N K threads SOURCE GFLOP/s   C (M x N) = A (M x K) B (K x N), float32, where SOURCE
 //                                       is kiln (the backend's GEMM, as training calls it) and
 //                                       each source alone: openblas, blis (when installed),
 //                                       packed (kiln's own kernel, where built), eigen -- the
-//                                       step's GEMMs against every ceiling
+//                                       step's GEMMs against every ceiling; then the bf16
+//                                       products as autocast calls them: bf16 (the backend's
+//                                       path), bf16-native (the VDPBF16PS kernel, where the
+//                                       CPU has it) and bf16-widen (the widening fallback)
 //   <kernel> rows cols threads GB/s     bytes read + written per second; memory_read and
 //                                       memory_copy first: the memory's own rate in this run
 //   attention_tiled|materialized T ...  causal attention forward + backward: time, peak memory
@@ -20,10 +26,16 @@
 #include <CLI/CLI.hpp>
 #include <Eigen/Core>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "core/backend.h"
 #include "core/cpu/blas_library.h"
 #include "core/cpu/cpu_backend.h"
+#include "core/cpu/cpu_features.h"
 #include "core/cpu/packed_gemm.h"
+#include "core/cpu/packed_gemm_bf16.h"
 #include "core/kiln.h"
 #include "core/ops/op_utils.h"
 
@@ -51,6 +63,9 @@ struct GemmCase {
   bool trans_a, trans_b;  // as the LM's forward and backward call them
   const char* what;
   bool in_quick = true;  // also run with --quick
+  // Under autocast B is a float32 weight that the bf16 GEMM rounds as it reads it (linear's
+  // forward and input gradient, the LM head's logits and dX); else both operands are bf16.
+  bool weight_b = false;
 };
 
 // Eigen's own product on the same row-major operands (op(A) read in place, as kiln's fallback).
@@ -105,7 +120,92 @@ void bench_gemm(const GemmCase& c, int threads, int repeats) {
   if (packed_gemm_built()) report("packed", [&] { packed_gemm(args); });
   report("eigen", [&] { eigen_gemm(c, pa, pb, pc, ldc); });
   set_num_threads(threads);  // back to the GEMM library's own setting
+  // bf16 products as autocast calls them: bf16 A, B bf16 or the float32 weight rounded as read.
+  const Tensor a16 = a.to(DType::bf16), b16 = b.to(DType::bf16);
+  GemmArgs bf16_args = args;
+  bf16_args.bf16_operands = true;
+  bf16_args.a = a16.raw_data();
+  bf16_args.b = c.weight_b ? b.raw_data() : b16.raw_data();
+  bf16_args.round_b = c.weight_b;
+  report("bf16", [&] { backend_for(Device::cpu()).gemm(bf16_args); });
+  if (packed_gemm_bf16_available()) report("bf16-native", [&] { packed_gemm_bf16(bf16_args); });
+  report("bf16-widen", [&] { gemm_bf16_widened(bf16_args); });
 }
+
+// One core's (and each thread's) peak of an instruction: `threads` threads each run 24
+// independent accumulator chains (more than latency x throughput) for a fixed count of
+// instructions, with nothing else in the loop. 2 FLOPs per multiply-add: VDPBF16PS (zmm) is 32
+// bf16 products, 64 FLOPs; VFMADD (zmm) 16, 32 FLOPs.
+#if defined(__x86_64__)
+constexpr int kPeakChains = 24;
+
+// The sum of every lane of the chains (stored and added in scalars: GCC 12's
+// _mm512_reduce_add_ps warns inside its own header, GCC bug 105593).
+__attribute__((target("avx512f"))) float lane_sum(const __m512 (&chains)[kPeakChains]) {
+  alignas(64) float lanes[16];
+  float sum = 0.0f;
+  for (const __m512& v : chains) {
+    _mm512_store_ps(lanes, v);
+    for (const float x : lanes) sum += x;
+  }
+  return sum;
+}
+
+__attribute__((target("avx512f,avx512bf16"), noinline)) float vdpbf16ps_chains(long steps) {
+  __m512 acc[kPeakChains];
+  for (__m512& v : acc) v = _mm512_setzero_ps();
+  __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x3c003c00);
+  for (long i = 0; i < steps; ++i) {
+#pragma GCC unroll 24
+    for (__m512& v : acc) v = _mm512_dpbf16_ps(v, x, y);
+    __asm__ volatile("" : "+v"(x), "+v"(y));  // the operands stay in registers, opaque
+  }
+  return lane_sum(acc);
+}
+
+__attribute__((target("avx512f"), noinline)) float fma_chains(long steps) {
+  __m512 acc[kPeakChains];
+  for (__m512& v : acc) v = _mm512_setzero_ps();
+  __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(1e-3f);
+  for (long i = 0; i < steps; ++i) {
+#pragma GCC unroll 24
+    for (__m512& v : acc) v = _mm512_fmadd_ps(x, y, v);
+    __asm__ volatile("" : "+v"(x), "+v"(y));
+  }
+  return lane_sum(acc);
+}
+
+// Where the results go, so that the compiler keeps the chains.
+volatile float peak_sink = 0.0f;
+
+// peak INSTRUCTION threads GFLOP/s: the best of 5 runs of about 0.2 s each.
+void bench_peak(int threads) {
+  constexpr long kSteps = 20'000'000;
+  for (const bool bf16_products : {true, false}) {
+    if (bf16_products && !cpu_has_avx512_bf16()) {
+      std::printf("peak vdpbf16ps %d skipped: no AVX512_BF16\n", threads);
+      continue;
+    }
+    double best = 0.0;
+    for (int run = 0; run < 5; ++run) {
+      float sink = 0.0f;
+      const auto start = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+      sink += bf16_products ? vdpbf16ps_chains(kSteps) : fma_chains(kSteps);
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      const double flops =
+          threads * static_cast<double>(kSteps) * kPeakChains * (bf16_products ? 64 : 32);
+      best = std::max(best, flops / s * 1e-9);
+      peak_sink = sink;
+    }
+    std::printf("peak %-9s %d %6.1f GFLOP/s\n", bf16_products ? "vdpbf16ps" : "fma_f32", threads,
+                best);
+    std::fflush(stdout);
+  }
+}
+#else
+void bench_peak(int threads) { std::printf("peak %d skipped: not an x86-64 CPU\n", threads); }
+#endif
 
 void bench_rows(const char* name, std::int64_t rows, std::int64_t cols, double bytes_per_element,
                 int threads, int repeats, const std::function<void()>& run) {
@@ -238,7 +338,8 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> attention_lengths{256, 1024, 4096};
   app.add_option("--attention-seq-lens", attention_lengths,
                  "T of the attention rows (default: 256 1024 4096; --quick: 256 1024)");
-  bool attention_only = false, rows_only = false, gemm_only = false;
+  bool attention_only = false, rows_only = false, gemm_only = false, peak_only = false;
+  app.add_flag("--peak-only", peak_only, "only the instructions' peaks (VDPBF16PS, FMA)");
   app.add_flag("--attention-only", attention_only, "only the attention rows");
   app.add_flag("--gemm-only", gemm_only, "only the GEMM rows");
   app.add_flag("--rows-only", rows_only, "only the row kernels");
@@ -252,23 +353,27 @@ int main(int argc, char** argv) {
     const std::vector<GemmCase> gemms = {
         {1024, 1024, 1024, false, false, "square"},
         {2048, 2048, 2048, false, false, "square", false},
-        {2048, 33278, 256, false, true, "logits = h E^T (LM forward)"},
+        {2048, 33278, 256, false, true, "logits = h E^T (LM forward)", true, true},
         {33278, 256, 2048, true, false, "dE = dlogits^T h (LM backward)"},
-        {2048, 256, 33278, false, false, "dh = dlogits E (LM backward)"},
-        {2048, 1024, 256, false, true, "FFN up, forward"},
+        {2048, 256, 33278, false, false, "dh = dlogits E (LM backward)", true, true},
+        {2048, 1024, 256, false, true, "FFN up, forward", true, true},
         {1024, 256, 2048, true, false, "FFN up, weight gradient"},
-        {2048, 256, 1024, false, false, "FFN up, input gradient"},
-        {2048, 768, 256, false, true, "QKV projection, forward"},
+        {2048, 256, 1024, false, false, "FFN up, input gradient", true, true},
+        {2048, 768, 256, false, true, "QKV projection, forward", true, true},
         // The large-cpu config's (d_model 512, ff 2048, B 16 x T 128): its most expensive ones.
-        {2048, 33278, 512, false, true, "logits (large-cpu)", false},
+        {2048, 33278, 512, false, true, "logits (large-cpu)", false, true},
         {33278, 512, 2048, true, false, "dE (large-cpu)", false},
-        {2048, 512, 33278, false, false, "dh (large-cpu)", false},
-        {2048, 2048, 512, false, true, "FFN up, forward (large-cpu)", false},
+        {2048, 512, 33278, false, false, "dh (large-cpu)", false, true},
+        {2048, 2048, 512, false, true, "FFN up, forward (large-cpu)", false, true},
         {512, 2048, 2048, true, false, "FFN down, weight gradient (large-cpu)", false},
-        {2048, 512, 2048, false, false, "FFN up, input gradient (large-cpu)", false},
-        {2048, 1536, 512, false, true, "QKV projection, forward (large-cpu)", false},
+        {2048, 512, 2048, false, false, "FFN up, input gradient (large-cpu)", false, true},
+        {2048, 1536, 512, false, true, "QKV projection, forward (large-cpu)", false, true},
         {1536, 512, 2048, true, false, "QKV projection, weight gradient (large-cpu)", false},
     };
+    for (int threads :
+         attention_only || rows_only || gemm_only ? std::vector<int>{} : thread_counts)
+      bench_peak(threads);
+    if (peak_only) return 0;
     for (int threads : attention_only || rows_only ? std::vector<int>{} : thread_counts)
       for (const GemmCase& g : gemms)
         if (g.in_quick || !quick) bench_gemm(g, threads, repeats);

@@ -4,7 +4,9 @@
 // the peak resident memory, the peak bytes of live tensors and the bytes the forward keeps alive
 // for the backward (activations, the LM head's P', autocast's weight copies), and with --profile
 // the share of the step per op family. --precision bf16 runs the forward under kiln::Autocast
-// (bf16 products and activations, docs/mixed-precision.md).
+// (bf16 products and activations, docs/mixed-precision.md); with --profile it ends with
+// RESULT gemm <path> gflops <rate>, the step's GEMMs by path: f32, bf16-native (the VDPBF16PS
+// kernel) or bf16-widen (KILN_GEMM=widen, or a CPU without AVX512_BF16).
 //
 //   build/bench/bench_train --config default --threads 2 --profile
 //   build/bench/bench_train --config default --precision bf16
@@ -19,6 +21,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/backend.h"
+#include "core/cpu/blas_library.h"
 #include "core/kiln.h"
 #include "core/profiler.h"
 #include "nn/transformer_lm.h"
@@ -171,6 +174,13 @@ int main(int argc, char** argv) {
           gemm.flops / gemm.seconds * 1e-9, gemm.calls / steps,
           1e3 * (timed_seconds - gemm.seconds) / steps,
           100.0 * (timed_seconds - gemm.seconds) / timed_seconds);
+      // The rate of the step's GEMMs by their path: this run's bf16 path (KILN_GEMM=widen or bf16
+      // picks the other) or float32.
+      std::printf("RESULT gemm %s gflops %.1f ms_per_step %.1f\n",
+                  precision == Precision::bf16
+                      ? (bf16_gemm() == Bf16Gemm::native ? "bf16-native" : "bf16-widen")
+                      : "f32",
+                  gemm.flops / gemm.seconds * 1e-9, 1e3 * gemm.seconds / steps);
       std::printf("GEMM shapes (m n k batch, op(A) op(B)), most time first:\n");
       for (const auto& [shape, totals] : profile::gemm_shapes()) {
         if (totals.seconds < 0.01 * gemm.seconds) break;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # float32 against bf16 on this CPU, one after the other in one run (docs/mixed-precision.md's
 # "Measured here" comes from this):
-#   1. bench_train for both configs in both precisions: tokens/s, peak RSS and peak tensor bytes;
+#   1. bench_train for both configs in both precisions, bf16 on both GEMM paths (native and
+#      KILN_GEMM=widen): tokens/s, peak RSS and peak tensor bytes, the GEMMs' rate;
 #   2. with --train N: train_lm --steps N of the default model on WikiText-2 in each precision
 #      (same seed), and the largest |bf16 - f32| of the losses logged every 10 steps.
 #   bench/compare_precision.sh [--train N] [build folder]
@@ -17,10 +18,14 @@ lscpu | grep -E "Model name|^CPU\(s\)"
 grep -o -w 'avx512f\|avx512_bf16\|avx2\|fma' /proc/cpuinfo | sort -u | tr '\n' ' '
 echo
 uptime
+# float32, bf16 on the default path (native where the CPU has AVX512_BF16) and bf16 widened,
+# interleaved per config; --profile adds each run's GEMM rate (RESULT gemm PATH gflops R).
 for config in default large-cpu; do
-  for precision in f32 bf16; do
-    "$build/bench/bench_train" --config "$config" --precision "$precision" --threads "$threads" \
-      --warmup 2 --windows 3 --steps 3 | grep '^RESULT'
+  for run in f32 bf16 bf16-widen; do
+    precision=${run%-widen}
+    gemm=$([ "$run" = bf16-widen ] && echo widen || echo "${KILN_GEMM:-}")
+    KILN_GEMM=$gemm "$build/bench/bench_train" --config "$config" --precision "$precision" \
+      --threads "$threads" --warmup 2 --windows 3 --steps 3 --profile | grep '^RESULT'
   done
 done
 if [ "$train_steps" -gt 0 ]; then

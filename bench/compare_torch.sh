@@ -8,10 +8,13 @@
 # the steps after the first 5), final training loss and peak resident memory, then per config the
 # median ratio of kiln to the faster PyTorch of each round, and fails when kiln's loss differs
 # from a PyTorch loss by more than 0.25 nats (they train the same model on the same data from
-# different initial weights).
+# different initial weights). --precisions "f32 bf16" adds the bf16 column: in each round, after
+# the float32 runs, train_lm --precision bf16 and torch_ref.py --precision bf16 (the forward and
+# the loss under torch.autocast(dtype=torch.bfloat16)), interleaved with them, and per config
+# the median of kiln bf16 over kiln float32 too.
 #
 #   bench/compare_torch.sh [--rounds N] [--threads N] [--configs "default large-cpu"]
-#                          [--torch "ref pypi"]
+#                          [--torch "ref pypi"] [--precisions "f32 bf16"]
 #
 # Nothing else may run on the machine meanwhile: two programs spinning OpenMP threads on the same
 # cores slow each other down several times over.
@@ -21,12 +24,14 @@ rounds=3
 threads=$(nproc)
 configs="default large-cpu"
 torches="ref pypi"
+precisions="f32"
 while [ $# -gt 0 ]; do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --configs) configs=$2; shift 2 ;;
     --torch) torches=$2; shift 2 ;;
+    --precisions) precisions=$2; shift 2 ;;
     *) echo "compare_torch: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -36,6 +41,9 @@ train_lm=${KILN_BUILD_DIR:-build}/apps/train_lm
 torch_runner() { echo "bench/run_torch_$1.sh"; }
 for torch in $torches; do
   [ -x "$(torch_runner "$torch")" ] || { echo "compare_torch: $(torch_runner "$torch") not found" >&2; exit 1; }
+done
+for precision in $precisions; do
+  case $precision in f32 | bf16) ;; *) echo "compare_torch: unknown precision $precision" >&2; exit 2 ;; esac
 done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -69,7 +77,9 @@ measure() {
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "compare_torch: $rounds rounds, $threads threads, data $data, PyTorch setups: $torches"
+echo "compare_torch: $rounds rounds, $threads threads, data $data, PyTorch setups: $torches," \
+  "precisions: $precisions"
+uptime
 status=0
 check_loss() {  # check_loss CONFIG KILN_LOSS OTHER_LOSS NAME
   if awk -v a="$2" -v b="$3" 'BEGIN { d = a - b; exit !(d > 0.25 || d < -0.25) }'; then
@@ -80,40 +90,59 @@ check_loss() {  # check_loss CONFIG KILN_LOSS OTHER_LOSS NAME
 for config in $configs; do
   flags=$(config_flags "$config")
   steps=$(config_steps "$config")
-  : >"$work/ratios"
+  for precision in $precisions; do : >"$work/ratios.$precision"; done
+  : >"$work/bf16_over_f32"
   for round in $(seq "$rounds"); do
-    # Both count the same steps: torch_ref's tokens/s leaves out its first $warmup (warm-up),
-    # and kiln's is taken from train_lm's metrics rows, from the end of step $warmup to the end
-    # of the last (its RESULT line counts every step). Each loss is the mean over the last 5.
-    # shellcheck disable=SC2086
-    measure "$train_lm" --data "$data" --threads "$threads" --steps "$steps" --time-budget 0 \
-      --eval-every 0 --log-every 5 --metrics "$work/metrics.jsonl" $flags
-    kiln_tps=$(awk -v first="$warmup" -v last="$steps" -v tokens="$(tokens_per_step "$flags")" '
-      /"split":"train"/ { step = $0; sub(/.*"step":/, "", step); sub(/,.*/, "", step)
-        t = $0; sub(/.*"elapsed_s":/, "", t); sub(/[,}].*/, "", t)
-        if (step == first) t0 = t; if (step == last) t1 = t }
-      END { printf "%.1f", (last - first) * tokens / (t1 - t0) }' "$work/metrics.jsonl")
-    rm -f "$work/metrics.jsonl"
-    kiln_loss=$(grep '^step ' "$work/out" | tail -1 | sed -E 's/.*loss ([0-9.]+).*/\1/')
-    line=$(printf '%-9s round %d: kiln %7.1f tok/s loss %.3f peak %4d MB' "$config" "$round" \
-      "$kiln_tps" "$kiln_loss" "$(cat "$work/rss")")
-    best_tps=0
-    for torch in $torches; do
+    for precision in $precisions; do
+      # Both count the same steps: torch_ref's tokens/s leaves out its first $warmup (warm-up),
+      # and kiln's is taken from train_lm's metrics rows, from the end of step $warmup to the
+      # end of the last (its RESULT line counts every step). Each loss is the mean over the
+      # last 5.
       # shellcheck disable=SC2086
-      measure "$(torch_runner "$torch")" --data "$data" --threads "$threads" --steps "$steps" \
-        --warmup "$warmup" --log-interval 5 $flags
-      torch_tps=$(awk '/^RESULT train_tokens_per_sec/ { print $3 }' "$work/out")
-      torch_loss=$(grep '^step ' "$work/out" | tail -1 | sed -E 's/.*loss ([0-9.]+).*/\1/')
-      version=$(sed -nE 's/^torch ([^ ]+) .*/\1/p' "$work/out" | head -1)
-      line+=$(printf ' | torch %s (%s) %7.1f tok/s loss %.3f peak %4d MB' "$version" "$torch" \
-        "$torch_tps" "$torch_loss" "$(cat "$work/rss")")
-      best_tps=$(awk -v a="$best_tps" -v b="$torch_tps" 'BEGIN { print (b > a) ? b : a }')
-      check_loss "$config" "$kiln_loss" "$torch_loss" "torch ($torch)"
+      measure "$train_lm" --data "$data" --threads "$threads" --steps "$steps" --time-budget 0 \
+        --eval-every 0 --log-every 5 --metrics "$work/metrics.jsonl" --precision "$precision" \
+        $flags
+      kiln_tps=$(awk -v first="$warmup" -v last="$steps" -v tokens="$(tokens_per_step "$flags")" '
+        /"split":"train"/ { step = $0; sub(/.*"step":/, "", step); sub(/,.*/, "", step)
+          t = $0; sub(/.*"elapsed_s":/, "", t); sub(/[,}].*/, "", t)
+          if (step == first) t0 = t; if (step == last) t1 = t }
+        END { printf "%.1f", (last - first) * tokens / (t1 - t0) }' "$work/metrics.jsonl")
+      rm -f "$work/metrics.jsonl"
+      echo "$kiln_tps" >"$work/kiln_tps.$precision"
+      kiln_loss=$(grep '^step ' "$work/out" | tail -1 | sed -E 's/.*loss ([0-9.]+).*/\1/')
+      line=$(printf '%-9s %-4s round %d: kiln %7.1f tok/s loss %.3f peak %4d MB' "$config" \
+        "$precision" "$round" "$kiln_tps" "$kiln_loss" "$(cat "$work/rss")")
+      best_tps=0
+      for torch in $torches; do
+        # shellcheck disable=SC2086
+        measure "$(torch_runner "$torch")" --data "$data" --threads "$threads" --steps "$steps" \
+          --warmup "$warmup" --log-interval 5 --precision "$precision" $flags
+        torch_tps=$(awk '/^RESULT train_tokens_per_sec/ { print $3 }' "$work/out")
+        torch_loss=$(grep '^step ' "$work/out" | tail -1 | sed -E 's/.*loss ([0-9.]+).*/\1/')
+        version=$(sed -nE 's/^torch ([^ ]+) .*/\1/p' "$work/out" | head -1)
+        line+=$(printf ' | torch %s (%s) %7.1f tok/s loss %.3f peak %4d MB' "$version" "$torch" \
+          "$torch_tps" "$torch_loss" "$(cat "$work/rss")")
+        best_tps=$(awk -v a="$best_tps" -v b="$torch_tps" 'BEGIN { print (b > a) ? b : a }')
+        check_loss "$config" "$kiln_loss" "$torch_loss" "torch ($torch, $precision)"
+      done
+      ratio=$(awk -v k="$kiln_tps" -v t="$best_tps" 'BEGIN { printf "%.3f", k / t }')
+      echo "$ratio" >>"$work/ratios.$precision"
+      echo "$line | ratio to the faster $ratio"
     done
-    ratio=$(awk -v k="$kiln_tps" -v t="$best_tps" 'BEGIN { printf "%.3f", k / t }')
-    echo "$ratio" >>"$work/ratios"
-    echo "$line | ratio to the faster $ratio"
+    if [ -f "$work/kiln_tps.f32" ] && [ -f "$work/kiln_tps.bf16" ]; then
+      awk -v b="$(cat "$work/kiln_tps.bf16")" -v f="$(cat "$work/kiln_tps.f32")" \
+        'BEGIN { printf "%.3f\n", b / f }' >>"$work/bf16_over_f32"
+      rm -f "$work"/kiln_tps.*
+    fi
   done
-  echo "RESULT compare_torch $config threads $threads median_ratio_to_faster_torch $(median <"$work/ratios")"
+  for precision in $precisions; do
+    label=$([ "$precision" = f32 ] && echo "" || echo "precision $precision ")
+    echo "RESULT compare_torch $config ${label}threads $threads" \
+      "median_ratio_to_faster_torch $(median <"$work/ratios.$precision")"
+  done
+  if [ -s "$work/bf16_over_f32" ]; then
+    echo "RESULT compare_torch $config threads $threads kiln_bf16_over_f32 $(median <"$work/bf16_over_f32")"
+  fi
 done
+uptime
 exit $status
