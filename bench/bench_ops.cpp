@@ -14,7 +14,9 @@
 //                                       memory_copy first: the memory's own rate in this run
 //   attention_tiled|materialized T ...  causal attention forward + backward: time, peak memory
 // First it prints the CPU, threads, compiler flags and GEMM source. --quick runs fewer
-// repetitions (under 30 s on a 2-core machine).
+// repetitions (under 30 s on a 2-core machine); --cpu-time times by CPU time (a shared machine).
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -45,17 +47,40 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// What a run's seconds are: wall-clock time, or with --cpu-time the process's CPU time divided
+// by the threads running (on a machine shared with other work, time a thread spends descheduled
+// is then not counted; run with OMP_WAIT_POLICY=passive, else spinning threads count too).
+struct Timing {
+  bool cpu_time = false;
+  int threads = 1;
+};
+Timing timing;
+
+double seconds_now() {
+  if (!timing.cpu_time)
+    return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec)) / timing.threads;
+}
+
 // Median seconds of `repeats` runs after one warm-up run.
 double time_median(int repeats, const std::function<void()>& run) {
   run();
   std::vector<double> seconds;
   for (int r = 0; r < repeats; ++r) {
-    const auto start = Clock::now();
+    const double start = seconds_now();
     run();
-    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    seconds.push_back(seconds_now() - start);
   }
   std::sort(seconds.begin(), seconds.end());
   return seconds[seconds.size() / 2];
+}
+
+// set_num_threads, and the count the CPU time is divided by.
+void use_threads(int threads) {
+  set_num_threads(threads);
+  timing.threads = threads;
 }
 
 struct GemmCase {
@@ -97,7 +122,7 @@ void bench_gemm(const GemmCase& c, int threads, int repeats) {
   args.a = pa, args.lda = a.size(1);
   args.b = pb, args.ldb = b.size(1);
   args.c = pc, args.ldc = ldc;
-  set_num_threads(threads);
+  use_threads(threads);
   const auto report = [&](const std::string& source, const std::function<void()>& run) {
     const double s = time_median(repeats, run);
     std::printf("gemm %lld %lld %lld %d %-8s %6.1f GFLOP/s   %s\n", static_cast<long long>(c.m),
@@ -119,7 +144,7 @@ void bench_gemm(const GemmCase& c, int threads, int repeats) {
   }
   if (packed_gemm_built()) report("packed", [&] { packed_gemm(args); });
   report("eigen", [&] { eigen_gemm(c, pa, pb, pc, ldc); });
-  set_num_threads(threads);  // back to the GEMM library's own setting
+  use_threads(threads);  // back to the GEMM library's own setting
   // bf16 products as autocast calls them: bf16 A, B bf16 or the float32 weight rounded as read.
   const Tensor a16 = a.to(DType::bf16), b16 = b.to(DType::bf16);
   GemmArgs bf16_args = args;
@@ -189,10 +214,11 @@ void bench_peak(int threads) {
     double best = 0.0;
     for (int run = 0; run < 5; ++run) {
       float sink = 0.0f;
-      const auto start = Clock::now();
+      timing.threads = threads;
+      const double start = seconds_now();
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
       sink += bf16_products ? vdpbf16ps_chains(kSteps) : fma_chains(kSteps);
-      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      const double s = seconds_now() - start;
       const double flops =
           threads * static_cast<double>(kSteps) * kPeakChains * (bf16_products ? 64 : 32);
       best = std::max(best, flops / s * 1e-9);
@@ -209,7 +235,7 @@ void bench_peak(int threads) { std::printf("peak %d skipped: not an x86-64 CPU\n
 
 void bench_rows(const char* name, std::int64_t rows, std::int64_t cols, double bytes_per_element,
                 int threads, int repeats, const std::function<void()>& run) {
-  set_num_threads(threads);
+  use_threads(threads);
   const double s = time_median(repeats, run);
   std::printf("%s %lld %lld %d %.1f GB/s\n", name, static_cast<long long>(rows),
               static_cast<long long>(cols), threads, bytes_per_element * rows * cols / s * 1e-9);
@@ -295,7 +321,7 @@ void bench_attention(std::int64_t T, int threads, int repeats) {
   Generator gen(3);
   const Tensor projected = uniform({B, T, 3 * heads * d}, -1, 1, {}, &gen).requires_grad_();
   const Tensor grad = uniform({B, T, heads * d}, -1, 1, {}, &gen);
-  set_num_threads(threads);
+  use_threads(threads);
   for (bool materialize : {false, true}) {
     const auto run = [&] {
       Tensor probabilities;
@@ -307,9 +333,9 @@ void bench_attention(std::int64_t T, int threads, int repeats) {
     std::vector<double> seconds;
     run();  // warm-up
     for (int r = 0; r < repeats; ++r) {
-      const auto start = Clock::now();
+      const double start = seconds_now();
       run();
-      seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      seconds.push_back(seconds_now() - start);
     }
     std::sort(seconds.begin(), seconds.end());
     CpuBackend& cpu = cpu_backend();
@@ -340,6 +366,11 @@ int main(int argc, char** argv) {
                  "T of the attention rows (default: 256 1024 4096; --quick: 256 1024)");
   bool attention_only = false, rows_only = false, gemm_only = false, peak_only = false;
   app.add_flag("--peak-only", peak_only, "only the instructions' peaks (VDPBF16PS, FMA)");
+  app.add_flag("--cpu-time", timing.cpu_time,
+               "time by the process's CPU time per thread, not the wall clock (a shared machine; "
+               "set OMP_WAIT_POLICY=passive)");
+  std::string shapes;
+  app.add_option("--shapes", shapes, "only the GEMM shapes whose description contains this text");
   app.add_flag("--attention-only", attention_only, "only the attention rows");
   app.add_flag("--gemm-only", gemm_only, "only the GEMM rows");
   app.add_flag("--rows-only", rows_only, "only the row kernels");
@@ -376,7 +407,9 @@ int main(int argc, char** argv) {
     if (peak_only) return 0;
     for (int threads : attention_only || rows_only ? std::vector<int>{} : thread_counts)
       for (const GemmCase& g : gemms)
-        if (g.in_quick || !quick) bench_gemm(g, threads, repeats);
+        if ((g.in_quick || !quick || !shapes.empty()) &&
+            std::string(g.what).find(shapes) != std::string::npos)
+          bench_gemm(g, threads, repeats);
     for (int threads : attention_only || gemm_only ? std::vector<int>{} : thread_counts) {
       bench_row_kernels(2048, 33278, threads, repeats);
       bench_row_kernels(2048, 256, threads, quick ? 20 : 50);
