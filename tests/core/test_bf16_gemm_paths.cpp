@@ -7,6 +7,8 @@
 // the same bits across those counts. A path this CPU cannot run prints "skipped: no AVX512_BF16".
 #include <catch2/catch.hpp>
 
+#include <immintrin.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -184,26 +186,37 @@ TEST_CASE("bf16 GEMM paths read a float32 operand as its bf16 rounding, bit for 
   }
 }
 
-TEST_CASE("the native bf16 kernel sums like VDPBF16PS: each pair's odd k, then its even k",
+namespace {
+
+// One VDPBF16PS on one pair: c + a_odd b_odd + a_even b_even, rounded as this CPU's instruction
+// rounds (Intel's SDM: the odd product added first, each sum rounded; a vendor may differ, so the
+// test asks the instruction rather than a model of it).
+__attribute__((target("avx512f,avx512bf16"))) float dot_pair(float c, bf16 a_even, bf16 a_odd,
+                                                             bf16 b_even, bf16 b_odd) {
+  const __m512i a = _mm512_set1_epi32(static_cast<int>(a_even.bits | (a_odd.bits << 16)));
+  const __m512i b = _mm512_set1_epi32(static_cast<int>(b_even.bits | (b_odd.bits << 16)));
+  return _mm512_cvtss_f32(_mm512_dpbf16_ps(_mm512_set1_ps(c), reinterpret_cast<const __m512bh&>(a),
+                                           reinterpret_cast<const __m512bh&>(b)));
+}
+
+}  // namespace
+
+TEST_CASE("the native bf16 kernel sums like VDPBF16PS, one pair after another in k order",
           "[gemm][bf16]") {
   if (skip(Path::native)) return;
-  // One block of k: every element of C is the float32 chain
-  //   c = 0; for each pair p: c = fl(c + a_{2p+1} b_{2p+1}); c = fl(c + a_{2p} b_{2p})
-  // (each bf16 product exact in float32), which pins the kernel's order and rounding down.
+  // One block of k: every element of C is the chain c = 0; for each pair p in order:
+  // c = VDPBF16PS(c, a_{2p}, a_{2p+1}, b_{2p}, b_{2p+1}), an odd k padded with 0. That pins the
+  // kernel's order down to the last bit, with the pair's rounding the instruction's own.
   const Product p{30, 50, 99, false, true, 1.0f, 0.0f};
   const Operands o = operands(p, 0, 17);
   std::vector<float> got = o.c;
   packed_gemm_bf16(args_of(p, o, got, false, false));
   for (std::int64_t i = 0; i < p.m; ++i)
     for (std::int64_t j = 0; j < p.n; ++j) {
-      auto product = [&](std::int64_t q) {
-        return q < p.k ? to_float(o.a16[i * o.lda + q]) * to_float(o.b16[j * o.ldb + q]) : 0.0f;
-      };
+      auto a = [&](std::int64_t q) { return q < p.k ? o.a16[i * o.lda + q] : bf16{}; };
+      auto b = [&](std::int64_t q) { return q < p.k ? o.b16[j * o.ldb + q] : bf16{}; };
       float c = 0.0f;
-      for (std::int64_t q = 0; q < p.k; q += 2) {
-        c += product(q + 1);
-        c += product(q);
-      }
+      for (std::int64_t q = 0; q < p.k; q += 2) c = dot_pair(c, a(q), a(q + 1), b(q), b(q + 1));
       INFO("C[" << i << "][" << j << "]");
       REQUIRE(got[i * o.ldc + j] == c);
     }
