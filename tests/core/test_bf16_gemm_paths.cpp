@@ -319,3 +319,17 @@ TEST_CASE("the backend's bf16 GEMM takes the path bf16_gemm names, and the banne
                  args_of(p, o, alone, false, true)));
   REQUIRE(backend == alone);
 }
+
+TEST_CASE("a bf16 subnormal counts as 0 on the native path, as VDPBF16PS reads it",
+          "[gemm][bf16]") {
+  // The differential corpus's case 7:149: a subnormal times -inf. The widening path multiplies
+  // the subnormal (-inf); VDPBF16PS reads it as 0 (0 x -inf = NaN), as oneDNN's bf16 kernels do.
+  const Tensor a = from_vector<double>({1.78125, 9.183549615799121e-41}, {1, 2}).to(DType::bf16);
+  const Tensor b = from_vector<double>({-1.3125, -std::numeric_limits<double>::infinity()}, {2, 1})
+                       .to(DType::bf16);
+  const double product = matmul(a, b).item<double>();
+  if (bf16_gemm() == Bf16Gemm::native)
+    REQUIRE(std::isnan(product));
+  else
+    REQUIRE(product == -std::numeric_limits<double>::infinity());
+}
