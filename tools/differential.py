@@ -83,10 +83,6 @@ DOCUMENTED_VALUES = {
                    "linear_cross_entropy's P'' W and P''^T X (P'' up to V). With operands "
                    "within those factors of the largest finite value, or not finite, an "
                    "element that is finite in one is inf or NaN in the other",
-    "bf16_gemm_subnormal": "kiln's native bf16 GEMM (VDPBF16PS, on CPUs with AVX512_BF16) reads a "
-                           "bf16 subnormal as 0, as the instruction and oneDNN's bf16 kernels do: "
-                           "its product with an infinity is NaN where PyTorch's float32 GEMM "
-                           "gives the infinity (tests/core/test_bf16_gemm_paths.cpp)",
     "gradient_range": "a gradient whose chain-rule terms pass float32's largest value on the way "
                       "(a large factor met first in the backward pass, a smaller one later) is "
                       "+-inf in float32 and bf16 cases, as float32 arithmetic gives, where the "
@@ -794,19 +790,8 @@ def non_finite_order(misses, native):
                for i, k, r, _ in misses)
 
 
-def subnormal_nan(case, misses):
-    """Every miss NaN in kiln where PyTorch has an infinity, in a bf16 case with a bf16 subnormal
-    input (bf16_gemm_subnormal)."""
-    tiny = [abs(v) for x in case["inputs"] if x["dtype"] == "bf16"
-            for v in (float(u) for u in x["values"]) if v != 0 and abs(v) < 2.0 ** -126]
-    return case["dtype"] == "bf16" and bool(tiny) and \
-        all(math.isnan(k) and math.isinf(r) for _, k, r, _ in misses)
-
-
 def documented_forward(case, answers, i, misses, native):
     """The DOCUMENTED_VALUES key that explains every miss of node i's value, or None."""
-    if subnormal_nan(case, misses):
-        return "bf16_gemm_subnormal"
     if near_range(case, answers, i) and \
             all(not math.isfinite(k) or not math.isfinite(r) for _, k, r, _ in misses):
         return "fused_range"
@@ -844,8 +829,6 @@ def documented_gradient(case, answers, misses, ref_out, largest_term):
             any(math.isinf(v) for t in case["kiln"]["nodes"] for v in values_of(t)
                 if t["dtype"] != "i64"):
         return "non_finite_order"
-    if subnormal_nan(case, misses):
-        return "bf16_gemm_subnormal"
     if case["dtype"] in ("f32", "bf16") and largest_term >= 3.4028234663852886e38 and \
             all(math.isinf(k) and math.isfinite(r) for _, k, r, _ in misses):
         return "gradient_range"

@@ -14,6 +14,7 @@
 // large A is widened a block of rows at a time. bf16_gemm() (blas_library.h) picks the path.
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <type_traits>
 
@@ -158,6 +159,46 @@ class Widened {
 // would undo the memory that keeping it in bf16 saves.
 constexpr std::int64_t kWidenedBlockFloats = std::int64_t{1} << 23;
 
+// Whether a stored operand (rows x cols per matrix, leading dimension ld, `matrices` of them
+// `stride` apart) holds a value whose bf16 is subnormal: a bf16 below 2^-126 in magnitude, or
+// with `rounded` a float32 below 2^-126 (those that round up to 2^-126 or down to 0 included).
+// Rows are read in parallel, each row by one task; a row's answer is an OR, so any order agrees.
+bool holds_subnormal(const void* data, bool rounded, std::int64_t rows, std::int64_t cols,
+                     std::int64_t ld, std::int64_t stride, std::int64_t matrices) {
+  std::atomic<bool> found = false;
+  parallel_tasks(matrices * rows, matrices * rows * cols, [&](std::int64_t t) {
+    if (found.load(std::memory_order_relaxed)) return;
+    const std::int64_t offset = (t / rows) * stride + (t % rows) * ld;
+    unsigned any = 0;
+    if (rounded) {
+      const auto* row = reinterpret_cast<const std::uint32_t*>(data) + offset;
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const std::uint32_t magnitude = row[j] & 0x7fffffffu;
+        any |=
+            static_cast<unsigned>(magnitude != 0) & static_cast<unsigned>(magnitude < 0x00800000u);
+      }
+    } else {
+      const auto* row = reinterpret_cast<const std::uint16_t*>(data) + offset;
+      for (std::int64_t j = 0; j < cols; ++j)
+        any |= static_cast<unsigned>((row[j] & 0x7f80u) == 0) &
+               static_cast<unsigned>((row[j] & 0x007fu) != 0);
+    }
+    if (any != 0) found.store(true, std::memory_order_relaxed);
+  });
+  return found.load();
+}
+
+// Whether VDPBF16PS would read an operand of this product as other than its value: it counts a
+// subnormal bf16 input as 0 (its product with 3e38 would lose 0.03, with an infinity give NaN).
+bool bf16_operands_hold_subnormal(const GemmArgs& g) {
+  const std::int64_t matrices_a = g.stride_a == 0 ? 1 : g.batch;
+  const std::int64_t matrices_b = g.stride_b == 0 ? 1 : g.batch;
+  return holds_subnormal(g.a, g.round_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda,
+                         g.stride_a, matrices_a) ||
+         holds_subnormal(g.b, g.round_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb,
+                         g.stride_b, matrices_b);
+}
+
 }  // namespace
 
 // C (float32) from bf16 A and B: the float32 GEMM of their exact float32 values. B is widened
@@ -231,7 +272,8 @@ void CpuBackend::gemm(const GemmArgs& args) {
   const auto start =
       timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   if (args.bf16_operands) {
-    if (bf16_gemm() == Bf16Gemm::native) {
+    // A product with a subnormal operand is widened: exact where VDPBF16PS would read it as 0.
+    if (bf16_gemm() == Bf16Gemm::native && !bf16_operands_hold_subnormal(args)) {
       packed_gemm_bf16(args);
     } else {
       gemm_bf16_widened(args);

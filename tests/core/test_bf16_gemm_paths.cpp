@@ -320,16 +320,18 @@ TEST_CASE("the backend's bf16 GEMM takes the path bf16_gemm names, and the banne
   REQUIRE(backend == alone);
 }
 
-TEST_CASE("a bf16 subnormal counts as 0 on the native path, as VDPBF16PS reads it",
-          "[gemm][bf16]") {
-  // The differential corpus's case 7:149: a subnormal times -inf. The widening path multiplies
-  // the subnormal (-inf); VDPBF16PS reads it as 0 (0 x -inf = NaN), as oneDNN's bf16 kernels do.
-  const Tensor a = from_vector<double>({1.78125, 9.183549615799121e-41}, {1, 2}).to(DType::bf16);
-  const Tensor b = from_vector<double>({-1.3125, -std::numeric_limits<double>::infinity()}, {2, 1})
-                       .to(DType::bf16);
-  const double product = matmul(a, b).item<double>();
-  if (bf16_gemm() == Bf16Gemm::native)
-    REQUIRE(std::isnan(product));
-  else
-    REQUIRE(product == -std::numeric_limits<double>::infinity());
+TEST_CASE("a bf16 subnormal operand is multiplied as its value on every path", "[gemm][bf16]") {
+  // The differential test's cases 7:149 and 20261206:6154. VDPBF16PS reads a subnormal input as 0
+  // (a subnormal times -inf would be NaN, times 3e38 lose 0.0276), so the backend widens a
+  // product whose operands hold one: exact on both paths, in A or in B, bf16 or float32 rounded.
+  const double subnormal = 9.183549615799121e-41, inf = std::numeric_limits<double>::infinity();
+  const Tensor a = from_vector<double>({1.78125, subnormal}, {1, 2}).to(DType::bf16);
+  const Tensor b = from_vector<double>({-1.3125, -inf}, {2, 1}).to(DType::bf16);
+  REQUIRE(matmul(a, b).item<double>() == -inf);
+  REQUIRE(matmul(b.t(), a.t()).item<double>() == -inf);
+  const Tensor huge = from_vector<double>({-1.40625, 3.00405527047391e+38}, {1, 2}).to(DType::bf16);
+  const Tensor w = from_vector<double>({-0.5, subnormal}, {2, 1}).to(DType::bf16);
+  const double exact = -1.40625 * -0.5 + 3.00405527047391e+38 * subnormal;  // 0.7307...
+  REQUIRE(matmul(huge, w).item<double>() == Approx(exact).epsilon(1e-6));
+  REQUIRE(matmul(w.t(), huge.t()).item<double>() == Approx(exact).epsilon(1e-6));
 }

@@ -8,7 +8,6 @@
 #include <set>
 #include <sstream>
 
-#include "core/cpu/blas_library.h"
 #include "tests/differential/interpret.h"
 
 namespace kiln::differential {
@@ -21,23 +20,8 @@ double tolerance_of(const std::string& dtype) {
   return 1.0 / 64;  // bf16: a few bf16 ulps, each op rounding its result
 }
 
-// Whether kiln's native bf16 GEMM reads a subnormal of this bf16 case as 0 (VDPBF16PS does, as
-// docs/differential-testing.md's bf16_gemm_subnormal says): then a product of it with an infinity
-// is NaN where PyTorch's float32 GEMM gives the infinity.
-bool flushes_subnormals(const json& c) {
-  if (c.at("dtype") != "bf16" || bf16_gemm() != Bf16Gemm::native) return false;
-  for (const json& input : c.at("inputs")) {
-    if (input.at("dtype") != "bf16") continue;
-    for (const double v : json_values(input.at("values")))
-      if (v != 0.0 && std::fabs(v) < 0x1p-126) return true;
-  }
-  return false;
-}
-
-// An empty string when kiln's tensor matches the expected one, else what differs. With
-// subnormals_flushed, NaN stands for an expected infinity (flushes_subnormals).
-std::string mismatch(const Tensor& actual, const json& expected, double tol,
-                     bool subnormals_flushed) {
+// An empty string when kiln's tensor matches the expected one, else what differs.
+std::string mismatch(const Tensor& actual, const json& expected, double tol) {
   const Shape shape = expected.at("shape").get<Shape>();
   if (actual.shape() != shape)
     return fmt::format("shape {} where PyTorch has {}", actual.shape(), shape);
@@ -48,7 +32,7 @@ std::string mismatch(const Tensor& actual, const json& expected, double tol,
     if (std::isfinite(v)) scale = std::max(scale, std::fabs(v));
   for (std::size_t i = 0; i < e.size(); ++i) {
     const bool ok = std::isnan(e[i])   ? std::isnan(a[i])
-                    : std::isinf(e[i]) ? a[i] == e[i] || (subnormals_flushed && std::isnan(a[i]))
+                    : std::isinf(e[i]) ? a[i] == e[i]
                                        : std::fabs(a[i] - e[i]) <= tol * (std::fabs(e[i]) + scale);
     if (!ok)
       return fmt::format(
@@ -70,11 +54,10 @@ std::string check_case(const json& c, const json& expect) {
   if (a.error_node) return fmt::format("kiln raised at node {}: {}", *a.error_node, a.error);
   if (!a.backward_error.empty()) return "kiln's backward raised: " + a.backward_error;
   const double tol = tolerance_of(c.at("dtype").get<std::string>());
-  const bool flushed = flushes_subnormals(c);
   for (const auto& [key, tensor] : expect.at("nodes").items()) {
     const std::size_t i = std::stoul(key);
     if (i >= a.nodes.size()) return fmt::format("no node {}", i);
-    std::string why = mismatch(a.nodes[i], tensor, tol, flushed);
+    std::string why = mismatch(a.nodes[i], tensor, tol);
     if (!why.empty())
       return fmt::format("node {} ({}): {}", i, c["nodes"][i]["op"].get<std::string>(), why);
     if (tensor.contains("indices")) {
@@ -87,7 +70,7 @@ std::string check_case(const json& c, const json& expect) {
   for (std::size_t i = 0; i < grads.size(); ++i) {
     if (grads[i].is_null()) continue;
     if (i >= a.grads.size() || !a.grads[i].defined()) return fmt::format("no gradient of x{}", i);
-    const std::string why = mismatch(a.grads[i], grads[i], tol, flushed);
+    const std::string why = mismatch(a.grads[i], grads[i], tol);
     if (!why.empty()) return fmt::format("gradient of x{}: {}", i, why);
   }
   return "";
