@@ -1,7 +1,7 @@
 // The control channel: small messages between ranks beside the data path, which the watchdog
 // (distributed/watchdog.h) uses to find a rank at fault. MPI sends them with their own tag; a
-// torchrun-style NCCL job sends them over its TCP mesh (distributed/tcp_mesh.h), which also reports a
-// peer whose connection closed.
+// torchrun-style NCCL job sends them over its TCP mesh (distributed/tcp_mesh.h), which also reports
+// a peer whose connection closed.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The MPI backend: collectives on host memory through Open MPI's non-blocking collectives, each
-// waited for under the watchdog (distributed/watchdog.h). A float sum in rank order is an all-to-all of
-// shares, an in-order sum of each rank's share, and an allgather (distributed/rank_order.h); everything
-// else is exact in any order and uses MPI's own collective.
+// waited for under the watchdog (distributed/watchdog.h). A float sum in rank order is an
+// all-to-all of shares, an in-order sum of each rank's share, and an allgather
+// (distributed/rank_order.h); everything else is exact in any order and uses MPI's own collective.
 #include <exception>
 #include <vector>
 

@@ -1,13 +1,13 @@
 // The NCCL backend: one GPU per rank (cuda:<local rank>), collectives on the CUDA backend's stream
 // of that device, so they queue behind the kernels that produced their input. The ranks meet
-// through MPI under mpirun, or over TCP from the torchrun-style variables (distributed/bootstrap.h),
-// which hand out rank 0's ncclUniqueId; that channel stays open as the watchdog's control
-// channel. The communicator is non-blocking (ncclConfig_t::blocking = 0): every NCCL call and
-// every kernel is waited for under the watchdog, so a missing rank is a timeout that names it,
-// never a hang, and a failure aborts the NCCL communicator.
+// through MPI under mpirun, or over TCP from the torchrun-style variables
+// (distributed/bootstrap.h), which hand out rank 0's ncclUniqueId; that channel stays open as the
+// watchdog's control channel. The communicator is non-blocking (ncclConfig_t::blocking = 0): every
+// NCCL call and every kernel is waited for under the watchdog, so a missing rank is a timeout that
+// names it, never a hang, and a failure aborts the NCCL communicator.
 //
-// A float sum in rank order is the scheme of distributed/rank_order.h: grouped ncclSend/ncclRecv give
-// rank r share r of every rank's buffer, the CUDA backend's add sums them in rank order, and
+// A float sum in rank order is the scheme of distributed/rank_order.h: grouped ncclSend/ncclRecv
+// give rank r share r of every rank's buffer, the CUDA backend's add sums them in rank order, and
 // grouped sends and receives gather the summed shares.
 #include <cuda_runtime_api.h>
 #include <nccl.h>

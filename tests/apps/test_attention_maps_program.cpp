@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <regex>
 
-#include "core/kiln.h"
 #include "apps/common/attention_map.h"
-#include "tests/lm/tiny_lm.h"
+#include "core/kiln.h"
 #include "tests/harness/near.h"
+#include "tests/lm/tiny_lm.h"
 
 using namespace kiln;
 using namespace kiln::testing;

@@ -11,8 +11,8 @@
 #include <iterator>
 #include <regex>
 
-#include "core/ops/factories.h"
 #include "core/io/safetensors.h"
+#include "core/ops/factories.h"
 #include "programs.h"
 #include "tests/apps/crafted.h"
 

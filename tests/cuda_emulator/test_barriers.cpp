@@ -10,8 +10,8 @@
 #include <numeric>
 #include <vector>
 
-#include "cuda_emulator/emulator.h"
 #include "core/cuda/launch.h"
+#include "cuda_emulator/emulator.h"
 #include "tests/cuda_emulator/death.h"
 #include "tests/cuda_emulator/device_buffer.h"
 

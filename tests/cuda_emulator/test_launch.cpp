@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "cuda_emulator/emulator.h"
 #include "core/cuda/launch.h"
+#include "cuda_emulator/emulator.h"
 #include "tests/cuda_emulator/death.h"
 #include "tests/cuda_emulator/device_buffer.h"
 

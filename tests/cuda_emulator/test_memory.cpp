@@ -12,9 +12,9 @@
 
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/cuda_backend.h"
-#include "cuda_emulator/emulator.h"
 #include "core/cuda/launch.h"
 #include "core/kiln.h"
+#include "cuda_emulator/emulator.h"
 #include "tests/cuda_emulator/death.h"
 #include "tests/cuda_emulator/device_buffer.h"
 

@@ -1,5 +1,5 @@
-// Helpers for the multi-process tests of distributed/: start the ranks of a job as child processes and
-// collect what each printed, how it ended and when.
+// Helpers for the multi-process tests of distributed/: start the ranks of a job as child processes
+// and collect what each printed, how it ended and when.
 #pragma once
 
 #include <functional>

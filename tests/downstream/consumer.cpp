@@ -1,6 +1,6 @@
 // Uses an installed kiln: d/dw sum(relu(x w)) for a known x and w, checked exactly; a
-// single-process communicator from distributed/; then the lm toolkit (kiln::lm): a TransformerLM through
-// a checkpoint and back, evaluated to the same loss.
+// single-process communicator from distributed/; then the lm toolkit (kiln::lm): a TransformerLM
+// through a checkpoint and back, evaluated to the same loss.
 #include <cstdio>
 #include <filesystem>
 

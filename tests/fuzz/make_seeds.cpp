@@ -10,8 +10,8 @@
 #include <iostream>
 #include <string>
 
-#include "core/kiln.h"
 #include "core/io/safetensors.h"
+#include "core/kiln.h"
 #include "nn/config.h"
 #include "tests/core/io/files.h"
 

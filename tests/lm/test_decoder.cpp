@@ -6,8 +6,8 @@
 
 #include "core/kiln.h"
 #include "lm/decoder.h"
-#include "tests/lm/tiny_lm.h"
 #include "tests/harness/near.h"
+#include "tests/lm/tiny_lm.h"
 
 using namespace kiln;
 using namespace kiln::testing;
@@ -39,8 +39,7 @@ const std::vector<std::int64_t> kPrompt{1, 2, 3};  // "the cat sat"
 TEST_CASE("cached steps give the logits of re-running the whole context") {
   for (const nn::TransformerConfig& config : configs()) {
     const auto model = tiny_model(config);
-    lm::Decoder cached(*model, lm::DecodeMode::cached),
-        uncached(*model, lm::DecodeMode::uncached);
+    lm::Decoder cached(*model, lm::DecodeMode::cached), uncached(*model, lm::DecodeMode::uncached);
     require_close(cached.start(kPrompt), uncached.start(kPrompt));
     // 20 steps from a 3-token prompt run 11 tokens past max_seq_len 12.
     for (std::int64_t step = 0; step < 20; ++step) {

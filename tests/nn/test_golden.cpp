@@ -4,8 +4,8 @@
 // names and must reproduce them in float32.
 #include <catch2/catch.hpp>
 
-#include "core/kiln.h"
 #include "core/io/safetensors.h"
+#include "core/kiln.h"
 #include "nn/transformer_lm.h"
 #include "optim/adam.h"
 #include "optim/clip.h"

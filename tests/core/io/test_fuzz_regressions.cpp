@@ -7,8 +7,8 @@
 #include <span>
 #include <string>
 
-#include "core/kiln.h"
 #include "core/io/safetensors.h"
+#include "core/kiln.h"
 #include "tests/core/io/files.h"
 
 using namespace kiln;

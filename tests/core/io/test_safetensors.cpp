@@ -16,11 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/io/crc32.h"
-#include "core/kiln.h"
 #include "core/io/safetensors.h"
+#include "core/kiln.h"
+#include "tests/core/io/files.h"
 #include "tests/harness/op_table.h"
 #include "tests/harness/paths.h"
-#include "tests/core/io/files.h"
 
 using namespace kiln;
 using kiln::testing::Bytes;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/kiln.h"
 #include "core/io/safetensors.h"
+#include "core/kiln.h"
 #include "tests/core/io/files.h"
 
 using namespace kiln;

@@ -17,11 +17,11 @@
 #include <thread>
 #include <vector>
 
-#include "core/kiln.h"
 #include "core/io/output_file.h"
 #include "core/io/safetensors.h"
-#include "tests/harness/paths.h"
+#include "core/kiln.h"
 #include "tests/core/io/files.h"
+#include "tests/harness/paths.h"
 
 using namespace kiln;
 using Catch::Contains;
