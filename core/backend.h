@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/device.h"
 #include "core/dtype.h"
@@ -215,6 +216,11 @@ void check_attention(const AttentionArgs& args, const AttentionGradArgs* grads =
 struct IndexArgs {
   DType dtype = DType::f32;
   std::int64_t n = 0, table_rows = 0, cols = 0;
+  std::string_view op = {};  // the op whose ids find_invalid_id checks, for a deferred error
+  // find_invalid_id on class targets: ids equal to ignore_index are valid, and a deferred error
+  // speaks of a target and classes.
+  bool targets = false;
+  std::int64_t ignore_index = 0;
 };
 
 class Backend {
@@ -237,6 +243,11 @@ class Backend {
   // the ops widen bf16 to float32 scratch tensors first and round results back
   // (core/ops/op_utils.h, compute_copy), and the kernels never see bf16.
   virtual bool kernels_read_bf16() const { return false; }
+
+  // Whether find_invalid_id checks on the device and reports at the next synchronisation (see
+  // core/backend_kernels.h): ops then also keep their other data-dependent checks and counts on
+  // the device (linear_cross_entropy's count of targets), so that a training step never waits.
+  virtual bool checks_on_device() const { return false; }
 
   // ---- Kernels, one list for the interface and both backends (core/backend_kernels.h)
 #define KILN_KERNEL(result, name, parameters) virtual result name parameters = 0;

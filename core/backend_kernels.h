@@ -75,7 +75,11 @@ KILN_KERNEL(void, attention_forward, (const AttentionArgs& args))
 KILN_KERNEL(void, attention_backward, (const AttentionArgs& args, const AttentionGradArgs& grads))
 
 // ---- Indexing (IndexArgs)
-// Index of the first id outside [0, table_rows), or -1 when all are valid (reads n, table_rows).
+// Index of the first id outside [0, table_rows), or -1 when all are valid (reads n, table_rows,
+// op). A backend may instead check on its device and return -1 at once, so that no step waits for
+// the answer (CUDA): its next synchronisation then raises the kiln::Error, naming op, the id, its
+// position and table_rows, and gather_rows / scatter_add_rows read an invalid id until then as a
+// row of zeros / a row to skip.
 KILN_KERNEL(std::int64_t, find_invalid_id, (const IndexArgs& args, const std::int64_t* ids))
 // out[i, :] = table[ids[i], :] for i < n.
 KILN_KERNEL(void, gather_rows,
@@ -109,3 +113,7 @@ KILN_KERNEL(void, adam_update,
 KILN_KERNEL(void, sgd_update,
             (DType dtype, std::int64_t n, void* param, const void* grad, void* momentum_buffer,
              const SgdArgs& args))
+// The step ledger (StepLedger, core/optimizer_args.h) from the step's window losses and the
+// gradients' sums of squares (float64), in one thread and in order, as the host would add them.
+KILN_KERNEL(void, step_guard,
+            (const StepGuardArgs& args, const double* losses, const double* sums, double* ledger))

@@ -27,6 +27,9 @@ struct Device {
 // Number of usable CUDA devices: 0 in a build without CUDA, and 0 when the driver answers with
 // any error (machines without a GPU). Initialises CUDA on first use only.
 int cuda_device_count();
+// The name the driver gives CUDA device `index` ("NVIDIA H100 80GB HBM3"); a kiln::Error when
+// there is no such device.
+std::string cuda_device_name(int index);
 
 }  // namespace kiln
 

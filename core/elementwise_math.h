@@ -99,6 +99,9 @@ constexpr bool is_comparison(BinaryOp op) {
          op == BinaryOp::gt || op == BinaryOp::ge;
 }
 
+// The binary ops int64 operands take: the comparisons and add (index arithmetic, exact).
+constexpr bool takes_integers(BinaryOp op) { return is_comparison(op) || op == BinaryOp::add; }
+
 template <BinaryOp op, typename T>
 KILN_HOST_DEVICE inline T binary(T a, T b) {
   if constexpr (op == BinaryOp::add)

@@ -1,5 +1,6 @@
 // Linked instead of core/cuda/ when kiln is built without CUDA (KILN_CUDA=OFF or no nvcc).
 #include "core/backend.h"
+#include "core/device.h"
 #include "core/error.h"
 
 namespace kiln {
@@ -12,5 +13,10 @@ Backend& cuda_backend(int index) {
 }
 
 int cuda_device_count() { return 0; }
+
+std::string cuda_device_name(int index) {
+  cuda_backend(index);  // the error
+  return {};
+}
 
 }  // namespace kiln

@@ -35,6 +35,10 @@ std::size_t bytes_allocated();  // cudaMalloc'd and not freed
 bool uses_protection_keys();
 
 std::int64_t kernel_launches();  // kernels run so far
+// Calls that would block the host on a GPU, so far: cudaDeviceSynchronize, cudaStreamSynchronize,
+// cudaMemcpy (any direction) and cudaMemcpyAsync from device to host (pageable memory, as kiln's
+// host buffers are). A test counts a training step's waits with it (docs/cuda-emulator.md).
+std::int64_t host_synchronizations();
 
 // From the caching allocator: the first `used` bytes of `block` (a cudaMalloc'd pointer) are
 // handed out: they are filled with NaN (0xFF bytes), and the rest of the block becomes a red zone

@@ -2,6 +2,8 @@
 // the arena of memory.h, copies that check their direction and their ranges, streams that are
 // names, one or more identical devices (KILN_EMULATOR_DEVICES), CUDA's error codes and strings.
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -28,6 +30,9 @@ namespace {
 
 thread_local cudaError_t last_error = cudaSuccess;
 thread_local int current_device = 0;
+std::atomic<std::int64_t> host_waits{0};
+
+void count_host_wait() { host_waits.fetch_add(1, std::memory_order_relaxed); }
 
 std::set<cudaStream_t>& streams() {
   static auto* live = new std::set<cudaStream_t>;
@@ -145,6 +150,8 @@ std::size_t bytes_allocated() {
   return device_bytes_allocated();
 }
 
+std::int64_t host_synchronizations() { return host_waits.load(std::memory_order_relaxed); }
+
 bool uses_protection_keys() {
   const Lock lock(runtime_lock());
   return device_uses_protection_keys();
@@ -208,7 +215,10 @@ cudaError_t cudaMemGetInfo(std::size_t* free, std::size_t* total) {
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+  count_host_wait();
+  return cudaSuccess;
+}
 
 cudaError_t cudaMalloc(void** ptr, std::size_t size) {
   if (ptr == nullptr) return failed(cudaErrorInvalidValue, "cudaMalloc: ptr is null");
@@ -231,11 +241,13 @@ cudaError_t cudaFree(void* ptr) {
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t count, cudaMemcpyKind kind) {
+  count_host_wait();
   return copy("cudaMemcpy", dst, src, count, kind, nullptr);
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t count, cudaMemcpyKind kind,
                             cudaStream_t stream) {
+  if (kind == cudaMemcpyDeviceToHost) count_host_wait();
   return copy("cudaMemcpyAsync", dst, src, count, kind, stream);
 }
 
@@ -272,6 +284,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!is_valid_stream(stream))
     return failed(cudaErrorInvalidResourceHandle,
                   fmt::format("cudaStreamSynchronize: {} is not a stream", hex(stream)));
+  count_host_wait();
   return cudaSuccess;
 }
 

@@ -8,10 +8,8 @@ namespace kiln::lm {
 
 void IntervalMeter::add(const StepRecord& step) {
   ++steps_;
-  if (std::isfinite(step.loss)) {
-    loss_sum_ += step.loss;
-    ++finite_;
-  }
+  loss_sum_ += step.loss_sum;
+  finite_ += step.finite_steps;
   tokens_ += step.tokens;
   seconds_ += step.seconds;
 }

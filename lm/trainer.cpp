@@ -16,6 +16,9 @@
 #include "core/build_info.h"
 #include "core/io/crc32.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/factories.h"
+#include "core/ops/join.h"
+#include "core/ops/optimizer_update.h"
 #include "core/ops/reduction.h"
 #include "core/philox.h"
 #include "data/token_hash.h"
@@ -216,6 +219,8 @@ Trainer::Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Dataset& 
   state_.dropout_seed = options_.seed ^ kDropoutSeedTag;
   order_ = batches_.epoch_order(state_.shuffle_seed, state_.position.epoch, options_.shuffle);
   probe_batch_ = batches_.window(0, options_.device);
+  ledger_ = step_ledger(options_.device);
+  read_every_step_ = options_.device.is_cpu() || world_ > 1 || options_.skip_nonfinite;
   model_.train();
 }
 
@@ -420,7 +425,7 @@ Trainer::StepWindows Trainer::step_windows() const {
   return {.count = count, .first = first, .last = std::min(count, first + options_.grad_accum)};
 }
 
-double Trainer::forward_backward(std::int64_t i, const StepWindows& windows) {
+Tensor Trainer::forward_backward(std::int64_t i, const StepWindows& windows) {
   const std::int64_t index = state_.position.index + i;
   if (state_.dropout_keyed)
     model_.dropout_generator().set_state(
@@ -432,35 +437,45 @@ double Trainer::forward_backward(std::int64_t i, const StepWindows& windows) {
     loss = model_.loss(batch.inputs, batch.targets);
   }
   (windows.count == 1 ? loss : loss * (1.0 / static_cast<double>(windows.count))).backward();
-  return loss.item<double>();
+  return loss.detach().view({1});
 }
 
-double Trainer::reduce_over_ranks(std::vector<double>& losses, const StepWindows& windows) {
-  if (world_ > 1) {
-    // Every window's loss has one non-zero contributor: the sum is that loss exactly.
-    options_.communicator->allreduce(std::span<double>(losses));
-    sync_->allreduce(windows.last > windows.first);
+Tensor Trainer::reduce_over_ranks(const std::vector<Tensor>& losses, const StepWindows& windows) {
+  if (world_ == 1) return cat(losses, 0);
+  // Every window's loss has one non-zero contributor: the sum is that loss exactly. The ranks add
+  // on the host (a read every step; see read_every_step_).
+  std::vector<double> all(windows.count, 0.0);
+  if (!losses.empty()) {
+    const std::vector<double> mine = cat(losses, 0).to_vector<double>();
+    std::copy(mine.begin(), mine.end(), all.begin() + windows.first);
   }
-  double sum = 0.0;
-  for (const double window_loss : losses) sum += window_loss;
-  return sum / static_cast<double>(windows.count);
+  options_.communicator->allreduce(std::span<double>(all));
+  sync_->allreduce(windows.last > windows.first);
+  return from_vector(all, {windows.count}, options_.device);
 }
 
-bool Trainer::update(double loss, double norm) {
-  const bool finite = std::isfinite(loss) && std::isfinite(norm);
-  KILN_CHECK(finite || options_.skip_nonfinite,
-             "step {}: the loss is {} and the gradient norm {}; stopping without saving (the "
-             "last checkpoint is untouched). Lower --lr, or pass --skip-nonfinite to skip such "
-             "steps",
-             state_.step + 1, loss, norm);
-  if (finite) {
-    optimizer_.step(options_.clip > 0 ? clip_scale(norm, options_.clip) : 1.0);
-  } else {
-    ++skipped_;
-    message(
-        fmt::format("step {}: skipped (loss {}, gradient norm {})", state_.step + 1, loss, norm));
+std::optional<Trainer::StepFigures> Trainer::read_ledger(bool must) {
+  if (!ledger_pending_ || (!must && !read_every_step_)) return std::nullopt;
+  ledger_pending_ = false;
+  const std::vector<double> l = ledger_.to_vector<double>();
+  namespace slot = StepLedger;
+  const auto first_bad = static_cast<std::int64_t>(l[slot::first_bad]);
+  if (first_bad != 0 && !options_.skip_nonfinite) {
+    // The device skipped every update from that step on: none of them counts.
+    for (std::int64_t s = first_bad; s <= ledger_step_; ++s) optimizer_.uncount_step();
+    fail(
+        "step {}: the loss is {} and the gradient norm {}; stopping without saving (the last "
+        "checkpoint is untouched). Lower --lr, or pass --skip-nonfinite to skip such steps",
+        first_bad, l[slot::bad_loss], l[slot::bad_norm]);
   }
-  return finite;
+  // The interval's sums start again from 0 on the device (a fill, no wait).
+  ledger_.narrow(0, slot::interval_loss, 2).fill_(0.0);
+  ledger_.narrow(0, slot::first_bad, 1).fill_(0.0);
+  return StepFigures{.loss = l[slot::loss],
+                     .norm = l[slot::norm],
+                     .applied = l[slot::apply] != 0.0,
+                     .loss_sum = l[slot::interval_loss],
+                     .finite_steps = static_cast<std::int64_t>(l[slot::interval_finite])};
 }
 
 std::int64_t Trainer::advance(const StepWindows& windows) {
@@ -485,35 +500,62 @@ StepRecord Trainer::step() {
   optimizer_.set_lr(lr);
   optimizer_.zero_grad();
   const StepWindows windows = step_windows();
-  std::vector<double> losses(windows.count, 0.0);  // each rank fills its own windows'
+  std::vector<Tensor> losses;  // this rank's windows'
   for (std::int64_t i = windows.first; i < windows.last; ++i)
-    losses[i] = forward_backward(i, windows);
-  const double loss = reduce_over_ranks(losses, windows);
-  const double norm = grad_norm(optimizer_.parameters());
-  const bool finite = update(loss, norm);
+    losses.push_back(forward_backward(i, windows));
+  const Tensor window_losses = reduce_over_ranks(losses, windows);
+  const std::vector<Tensor> params = optimizer_.parameters();
+  step_guard_(ledger_, window_losses, grad_sums_of_squares(params, options_.device),
+              {.clip = options_.clip,
+               .stop_on_nonfinite = !options_.skip_nonfinite,
+               .step = state_.step + 1});
+  optimizer_.step(ledger_);
+  ledger_pending_ = true;
+  ledger_step_ = state_.step + 1;
+  const bool log_due = (state_.step + 1) % options_.log_every == 0;
+  const std::optional<StepFigures> figures = read_ledger(log_due || sync_due(state_.step + 1));
+  const bool applied = !figures || figures->applied;
+  if (!applied) {
+    optimizer_.uncount_step();
+    ++skipped_;
+    message(fmt::format("step {}: skipped (loss {}, gradient norm {})", state_.step + 1,
+                        figures->loss, figures->norm));
+  }
   const std::int64_t epoch = state_.position.epoch;
   const std::int64_t tokens = advance(windows);
   ++state_.step;
   const double seconds = seconds_since(start);
   train_seconds_ += seconds;
   run_tokens_ += tokens;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
   const StepRecord record{.step = state_.step,
                           .epoch = epoch + 1,
                           .epoch_done = state_.position.index == 0
                                             ? 1.0
                                             : static_cast<double>(state_.position.index) /
                                                   static_cast<double>(this->windows()),
-                          .loss = finite ? loss : std::numeric_limits<double>::quiet_NaN(),
+                          .loss = figures && applied ? figures->loss : nan,
                           .lr = lr,
-                          .grad_norm = norm,
+                          .grad_norm = figures ? figures->norm : nan,
                           .tokens = tokens,
                           .seconds = seconds,
                           .clock = train_seconds_,
                           .elapsed = elapsed(),
-                          .log_due = state_.step % options_.log_every == 0};
+                          .log_due = log_due,
+                          .read = figures.has_value(),
+                          .loss_sum = figures ? figures->loss_sum : 0.0,
+                          .finite_steps = figures ? figures->finite_steps : 0};
   record_curve(record);
   notify([&](TrainObserver& o) { o.on_step(*this, record); });
   return record;
+}
+
+// A step after which the host reads the ledger even between log intervals: what comes next
+// (a validation, a checkpoint, the end) needs the non-finite rule settled.
+bool Trainer::sync_due(std::int64_t step) const {
+  return (options_.eval_every > 0 && step % options_.eval_every == 0) ||
+         (options_.save_every > 0 && step % options_.save_every == 0) ||
+         (options_.steps > 0 && step >= options_.steps);
 }
 
 void Trainer::record_curve(const StepRecord& record) {
@@ -535,6 +577,7 @@ EvalOptions Trainer::eval_options() const {
 
 std::optional<ValidationRecord> Trainer::validate() {
   agree_on_state();
+  read_ledger(true);
   const EvalResult r = evaluate(model_, data_.tokens("valid").ids, eval_options());
   valid_seconds_ += r.seconds;
   if (!r.complete) return std::nullopt;
@@ -582,6 +625,7 @@ std::string Trainer::kept_state() const {
 }
 
 void Trainer::save() {
+  read_ledger(true);
   KILN_CHECK(weights_finite(model_), "step {}: the weights are not finite; {}", state_.step,
              kept_state());
   const double probe = probe_loss(model_, probe_batch_, options_.precision);
@@ -616,6 +660,7 @@ StopReason Trainer::train() {
 
 std::optional<FinalResult> Trainer::finish() {
   agree_on_state();
+  read_ledger(true);
   const auto interrupted = [&]() -> std::optional<FinalResult> {
     if (!options_.save.empty()) save();
     throw_observer_error();

@@ -109,18 +109,29 @@ struct TrainerOptions {
 // and where the state went.
 
 // One finished step, as the log shows it.
+//
+// The step's loss and gradient norm are computed on the model's device and read by the host only
+// when `read`: every step on the CPU (reading costs nothing there), with several ranks and with
+// skip_nonfinite; on a GPU only at the end of a log_every interval and before a validation, a
+// checkpoint or the last step, so that the steps between make no host synchronisation and the
+// GPU's queue never drains. A read step carries, in loss_sum and finite_steps, the sums over every
+// step since the previous read one (itself included): an IntervalMeter adds those, and gets the
+// same interval mean either way (the device adds the losses in the host's order, in double).
 struct StepRecord {
   std::int64_t step;   // the global step just finished (1-based)
   std::int64_t epoch;  // 1-based epoch of the step's windows
   double epoch_done;   // fraction of that epoch done after the step, in [0, 1]
-  double loss;         // mean loss of the step; NaN for a skipped (non-finite) step
+  double loss;         // mean loss of the step; NaN for a skipped (non-finite) or unread step
   double lr;
-  double grad_norm;
-  std::int64_t tokens;  // target tokens of the step
-  double seconds;       // the step's compute time
-  double clock;         // this run's budgeted seconds so far (training steps only)
-  double elapsed;       // budgeted seconds over every run so far
-  bool log_due;         // the step ends a log_every interval (lm/interval.h sums intervals)
+  double grad_norm;       // NaN for an unread step
+  std::int64_t tokens;    // target tokens of the step
+  double seconds;         // the step's compute time
+  double clock;           // this run's budgeted seconds so far (training steps only)
+  double elapsed;         // budgeted seconds over every run so far
+  bool log_due;           // the step ends a log_every interval (lm/interval.h sums intervals)
+  bool read = true;       // the host read this step's figures (see above)
+  double loss_sum = 0.0;  // Σ finite steps' losses since the previous read step
+  std::int64_t finite_steps = 0;  // and how many they are
 };
 
 struct ValidationRecord {
@@ -231,14 +242,24 @@ class Trainer {
   };
   StepWindows step_windows() const;
   // Window i of the step forward and backward, its gradient scaled by 1 / count, its dropout
-  // masks keyed by the window (window_dropout_key); returns its loss.
-  double forward_backward(std::int64_t i, const StepWindows& windows);
-  // The step's mean loss; with several ranks, after summing the windows' losses and the
-  // gradients over the ranks.
-  double reduce_over_ranks(std::vector<double>& losses, const StepWindows& windows);
-  // The update for the step's loss and gradient norm: applied when both are finite; else skipped
-  // with skip_nonfinite, an error without. Whether it was applied.
-  bool update(double loss, double norm);
+  // masks keyed by the window (window_dropout_key); returns its loss (shape {1}, on the device).
+  Tensor forward_backward(std::int64_t i, const StepWindows& windows);
+  // Every window's loss of the step (windows.count, in order, on the device); with several ranks,
+  // after summing the windows' losses and the gradients over the ranks.
+  Tensor reduce_over_ranks(const std::vector<Tensor>& losses, const StepWindows& windows);
+  // What the host reads from the step ledger (StepLedger, core/optimizer_args.h).
+  struct StepFigures {
+    double loss = 0.0, norm = 0.0;
+    bool applied = true;  // the device applied the last step's update
+    double loss_sum = 0.0;
+    std::int64_t finite_steps = 0;
+  };
+  // Reads the ledger when steps are pending and `must` or read_every_step_ (nullopt otherwise),
+  // resetting its interval sums; the non-finite rule's stop is raised here, naming the first
+  // non-finite step (its update and every later one were skipped on the device).
+  std::optional<StepFigures> read_ledger(bool must);
+  // Whether the host reads the ledger after `step` although no log line is due.
+  bool sync_due(std::int64_t step) const;
   // Moves the data position past the step's windows (into the next epoch's order at the end of
   // one); returns the target tokens they held.
   std::int64_t advance(const StepWindows& windows);
@@ -258,7 +279,13 @@ class Trainer {
   Batch probe_batch_;  // the first window: a finite-loss check before every save
   int rank_ = 0, world_ = 1;
   std::unique_ptr<dist::GradientSync> sync_;
-  bool state_agreed_ = false;  // the ranks compared their state (agree_on_state)
+  // The step ledger on options.device: the loss, norm, clip scale and non-finite flags of the
+  // steps since the host last read it (core/ops/optimizer_update.h step_guard_).
+  Tensor ledger_;
+  bool ledger_pending_ = false;   // steps the host has not read yet
+  std::int64_t ledger_step_ = 0;  // the last step whose update was queued
+  bool read_every_step_ = true;   // the CPU, several ranks or skip_nonfinite (see StepRecord)
+  bool state_agreed_ = false;     // the ranks compared their state (agree_on_state)
   mutable std::exception_ptr observer_error_;
 
   // The best-by-validation weights, on the CPU; in best_path_ when best_written_.

@@ -43,7 +43,8 @@ AdamW::AdamW(NamedTensors params, AdamWOptions options)
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
     : Adam("AdamW", std::move(groups), as_adam(options), true) {}
 
-void Adam::update(Param& p, const Group& group, const Tensor& grad, double grad_scale) {
+void Adam::update(Param& p, const Group& group, const Tensor& grad, double grad_scale,
+                  const Tensor& guard) {
   const AdamArgs args{.lr = group.lr,
                       .beta1 = options_.beta1,
                       .beta2 = options_.beta2,
@@ -52,7 +53,7 @@ void Adam::update(Param& p, const Group& group, const Tensor& grad, double grad_
                       .decoupled_weight_decay = decoupled_,
                       .step = step_count(),
                       .grad_scale = grad_scale};
-  adam_update_(p.tensor, grad, p.state[0], p.state[1], args);
+  adam_update_(p.tensor, grad, p.state[0], p.state[1], args, guard);
 }
 
 }  // namespace kiln

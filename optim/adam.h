@@ -55,7 +55,8 @@ class Adam : public Optimizer {
   Adam(std::string name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
 
  private:
-  void update(Param& p, const Group& group, const Tensor& grad, double grad_scale) override;
+  void update(Param& p, const Group& group, const Tensor& grad, double grad_scale,
+              const Tensor& guard) override;
 
   AdamOptions options_;
   bool decoupled_;

@@ -7,12 +7,13 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/ops/factories.h"
 #include "core/ops/optimizer_update.h"
 #include "core/profiler.h"
 
 namespace kiln {
 
-double grad_norm(std::span<const Tensor> params) {
+Tensor grad_sums_of_squares(std::span<const Tensor> params, Device device) {
   profile::Scope scope(profile::Family::optimizer);
   NoGradGuard no_grad;
   std::vector<Tensor> grads;  // in parameter order
@@ -27,9 +28,15 @@ double grad_norm(std::span<const Tensor> params) {
                  grads[0].dtype(), grads[0].device(), g.dtype(), g.device());
     grads.push_back(g);
   }
-  if (grads.empty()) return 0.0;
+  if (grads.empty()) return empty({0}, {.dtype = DType::f64, .device = device});
+  return sums_of_squares(grads);
+}
+
+double grad_norm(std::span<const Tensor> params) {
+  const Tensor sums =
+      grad_sums_of_squares(params, params.empty() ? Device::cpu() : params[0].device());
   double total = 0.0;
-  for (double s : sums_of_squares(grads).to_vector<double>()) total += s;
+  for (double s : sums.to_vector<double>()) total += s;
   return std::sqrt(total);
 }
 

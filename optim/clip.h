@@ -27,6 +27,11 @@ namespace kiln {
 // must share one dtype and device.
 double grad_norm(std::span<const Tensor> params);
 
+// What grad_norm adds up, left on the gradients' device: Σ g² of each gradient, in parameter
+// order (1-D; empty, on `device`, when none has a gradient). A training step hands it to
+// step_guard_ (core/ops/optimizer_update.h), which takes the norm and the clip scale on the device.
+Tensor grad_sums_of_squares(std::span<const Tensor> params, Device device);
+
 // min(1, max_norm / (norm + 1e-6)): the factor clip_grad_norm multiplies the gradients by. An
 // infinite norm gives 0, a NaN norm gives 1: check the returned norm to skip such a step.
 double clip_scale(double norm, double max_norm);

@@ -123,18 +123,32 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double lr
 }
 
 void Optimizer::step(double grad_scale) {
-  profile::Scope scope(profile::Family::optimizer);
   KILN_CHECK(std::isfinite(grad_scale) && grad_scale >= 0.0,
              "{}: step: grad_scale {} is not a finite non-negative number (a NaN or infinite "
              "gradient norm? check the loss)",
              name_, grad_scale);
+  step_with(grad_scale, Tensor());
+}
+
+void Optimizer::step(const Tensor& guard) {
+  KILN_CHECK(guard.defined(), "{}: step: the guard (a step ledger) is undefined", name_);
+  step_with(1.0, guard);
+}
+
+void Optimizer::uncount_step() {
+  KILN_CHECK(step_ > 0, "{}: uncount_step: no step to take back", name_);
+  --step_;
+}
+
+void Optimizer::step_with(double grad_scale, const Tensor& guard) {
+  profile::Scope scope(profile::Family::optimizer);
   NoGradGuard no_grad;
   ++step_;
   for (Group& group : groups_) {
     for (Param& p : group.params) {
       const Tensor grad = p.tensor.grad();
       if (!grad.defined()) continue;
-      update(p, group, grad.contiguous(), grad_scale);  // bumps the versions of p and its state
+      update(p, group, grad.contiguous(), grad_scale, guard);  // bumps p's and its state's versions
     }
   }
 }

@@ -67,6 +67,14 @@ class Optimizer {
   // Updates every parameter that has a gradient; the gradient is multiplied by grad_scale first
   // (pass clip_scale(norm, max_norm) to clip without a separate pass over the gradients).
   void step(double grad_scale = 1.0);
+  // The same update with its gradient scale and go-ahead on the device: `guard` is a step ledger
+  // (core/ops/optimizer_update.h step_guard_) on the parameters' device, so neither the clip nor
+  // the non-finite rule waits for the host. The step is counted; a caller that later reads from
+  // the ledger that the update was skipped takes the count back with uncount_step().
+  void step(const Tensor& guard);
+  // Takes back the count of the last step (a guarded step the device skipped), so that Adam's
+  // bias correction counts applied updates only, as when a skipped step never calls step().
+  void uncount_step();
   // Sets every parameter's gradient to undefined (the next backward allocates it afresh).
   void zero_grad();
 
@@ -110,7 +118,9 @@ class Optimizer {
 
   // One fused update of `p` with its contiguous gradient (an op of core/ops/optimizer_update.h,
   // which bumps the versions of p and its state); step_count() is already this step's number.
-  virtual void update(Param& p, const Group& group, const Tensor& grad, double grad_scale) = 0;
+  // A defined `guard` replaces grad_scale on the device (core/ops/optimizer_update.h).
+  virtual void update(Param& p, const Group& group, const Tensor& grad, double grad_scale,
+                      const Tensor& guard) = 0;
 
   // Errors naming the optimizer unless value is finite and lo <= value (< hi when hi_open, else
   // <= hi); derived classes check their own options with it.
@@ -123,6 +133,8 @@ class Optimizer {
   std::vector<Group> groups_;
   double lr_ = 0.0;
   std::int64_t step_ = 0;
+
+  void step_with(double grad_scale, const Tensor& guard);
 };
 
 }  // namespace kiln

@@ -32,7 +32,8 @@ Sgd::Sgd(std::vector<ParamGroup> groups, SgdOptions options)
              options.momentum, options.dampening);
 }
 
-void Sgd::update(Param& p, const Group& group, const Tensor& grad, double grad_scale) {
+void Sgd::update(Param& p, const Group& group, const Tensor& grad, double grad_scale,
+                 const Tensor& guard) {
   const SgdArgs args{.lr = group.lr,
                      .momentum = options_.momentum,
                      .dampening = options_.dampening,
@@ -40,7 +41,7 @@ void Sgd::update(Param& p, const Group& group, const Tensor& grad, double grad_s
                      .nesterov = options_.nesterov,
                      .first_step = step_count() == 1,
                      .grad_scale = grad_scale};
-  sgd_update_(p.tensor, grad, p.state.empty() ? Tensor() : p.state[0], args);
+  sgd_update_(p.tensor, grad, p.state.empty() ? Tensor() : p.state[0], args, guard);
 }
 
 }  // namespace kiln

@@ -40,7 +40,8 @@ class Sgd : public Optimizer {
   const SgdOptions& options() const { return options_; }
 
  private:
-  void update(Param& p, const Group& group, const Tensor& grad, double grad_scale) override;
+  void update(Param& p, const Group& group, const Tensor& grad, double grad_scale,
+              const Tensor& guard) override;
 
   SgdOptions options_;
 };

@@ -36,7 +36,8 @@ void ProgressLog::on_step(const lm::Trainer&, const lm::StepRecord& r) {
   if (due) interval_.reset();
   if (terminal_) {
     const auto now = std::chrono::steady_clock::now();
-    if (due || now - last_draw_ > std::chrono::milliseconds(100)) {
+    // An unread step (a GPU between log lines: lm::StepRecord) has no loss to show yet.
+    if (due || (r.read && now - last_draw_ > std::chrono::milliseconds(100))) {
       draw(r, summary);
       last_draw_ = now;
     }

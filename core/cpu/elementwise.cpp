@@ -241,7 +241,7 @@ void CpuBackend::binary(BinaryOp op, const TensorArg& out, const TensorArg& a, c
       return;
     }
     if (out.dtype == DType::i64) {
-      if constexpr (math::is_comparison(kOp)) binary_loop<std::int64_t, kOp>(out, a, b);
+      if constexpr (math::takes_integers(kOp)) binary_loop<std::int64_t, kOp>(out, a, b);
       return;
     }
     dispatch_floating(out.dtype, [&](auto tag) { binary_loop<decltype(tag), kOp>(out, a, b); });

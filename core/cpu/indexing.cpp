@@ -12,7 +12,7 @@ namespace kiln {
 std::int64_t CpuBackend::find_invalid_id(const IndexArgs& args, const std::int64_t* ids) {
   const std::int64_t n = args.n, limit = args.table_rows;
   for (std::int64_t i = 0; i < n; ++i)
-    if (ids[i] < 0 || ids[i] >= limit) return i;
+    if ((ids[i] < 0 || ids[i] >= limit) && !(args.targets && ids[i] == args.ignore_index)) return i;
   return -1;
 }
 

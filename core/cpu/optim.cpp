@@ -5,11 +5,15 @@
 
 #include "core/cpu/cpu_backend.h"
 #include "core/cpu/parallel.h"
+#include "core/step_guard_math.h"
 
 namespace kiln {
 
 void CpuBackend::adam_update(DType dtype, std::int64_t n, void* param, const void* grad,
-                             void* exp_avg, void* exp_avg_sq, const AdamArgs& a) {
+                             void* exp_avg, void* exp_avg_sq, const AdamArgs& guarded) {
+  if (guarded.guard != nullptr && guarded.guard[StepLedger::apply] == 0.0) return;
+  AdamArgs a = guarded;
+  if (a.guard != nullptr) a.grad_scale = a.guard[StepLedger::scale];
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = static_cast<T*>(param);
@@ -60,7 +64,10 @@ void CpuBackend::adam_update(DType dtype, std::int64_t n, void* param, const voi
 }
 
 void CpuBackend::sgd_update(DType dtype, std::int64_t n, void* param, const void* grad,
-                            void* momentum_buffer, const SgdArgs& a) {
+                            void* momentum_buffer, const SgdArgs& guarded) {
+  if (guarded.guard != nullptr && guarded.guard[StepLedger::apply] == 0.0) return;
+  SgdArgs a = guarded;
+  if (a.guard != nullptr) a.grad_scale = a.guard[StepLedger::scale];
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = static_cast<T*>(param);
@@ -89,6 +96,11 @@ void CpuBackend::sgd_update(DType dtype, std::int64_t n, void* param, const void
       }
     });
   });
+}
+
+void CpuBackend::step_guard(const StepGuardArgs& args, const double* losses, const double* sums,
+                            double* ledger) {
+  step_guard_math::update(args, losses, sums, ledger);
 }
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/host_wait.h"
 #include "core/error.h"
 
 #if defined(KILN_CUDA_EMULATE)
@@ -57,7 +58,7 @@ void* CachingAllocator::malloc_or_release(std::size_t size) {
   if (error == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();  // out of memory is not sticky: clear it and retry with less held
     // Cached blocks may still be read by queued kernels: let them finish before freeing.
-    KILN_CUDA_CHECK(cudaDeviceSynchronize());
+    gpu::wait_for_device();
     release_cached_locked();
     error = cudaMalloc(&ptr, size);
   }

@@ -3,8 +3,9 @@
 //
 // Every kernel and cuBLAS call of a device runs on that backend's one stream, in issue order, so
 // a block freed to the allocator's cache can be handed out again at once: whatever reads or
-// writes it next is queued behind whatever used it before. copy_to_host and copy_from_host wait
-// for the stream, so they are synchronous with respect to the host.
+// writes it next is queued behind whatever used it before. copy_to_host waits for the stream (a
+// counted host synchronisation); copy_from_host returns once CUDA has staged the host buffer,
+// without waiting for the stream (core/cuda/memory.cpp).
 //
 // Ops reach this class through backend_for(Device::cuda(i)); tests and benchmarks that want the
 // CUDA-only extras (allocator counters, empty_cache, poisoning) use cuda_backend_at(i). This
@@ -14,6 +15,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/backend.h"
 
@@ -49,6 +53,7 @@ class CudaBackend final : public Backend {
   bool poison() const { return poison_.load(); }
 
   // ---- Backend
+  bool checks_on_device() const override { return true; }
   void* allocate(std::size_t nbytes) override;
   void deallocate(void* ptr, std::size_t nbytes) override;
   void copy_from_host(void* dst, const void* src, std::size_t nbytes) override;
@@ -64,7 +69,18 @@ class CudaBackend final : public Backend {
   // core/cuda/scratch.h), never poisoned.
   CachingAllocator& allocator() const { return *allocator_; }
 
+  // ---- Deferred checks (core/cuda/indexing.cu find_invalid_id)
+  // Notes an id check of `op` against `limit` rows queued on the stream; returns its number, which
+  // its kernel writes into the slot with what it finds.
+  std::int64_t defer_id_check(std::string_view op, std::int64_t limit, bool targets);
+  // {check number, position, id} of the first invalid id found since the last synchronisation
+  // ({-1, -1, -1}: none), on the device.
+  std::int64_t* id_check_slot();
+
  private:
+  // Waits for the stream (a counted host synchronisation), then raises what the deferred checks
+  // found: a kiln::Error naming the op, the id, its position and the table's rows.
+  void wait_and_raise();
   // Makes this backend's device current for the calling thread (CUDA's current device is
   // per thread, and kiln may have backends for several devices).
   void activate() const;
@@ -74,7 +90,19 @@ class CudaBackend final : public Backend {
   cublasContext* cublas_ = nullptr;
   std::unique_ptr<CachingAllocator> allocator_;
   std::atomic<bool> poison_{false};
+  struct PendingIdCheck {
+    std::string op;
+    std::int64_t limit = 0;
+    bool targets = false;
+  };
+  std::vector<PendingIdCheck> pending_id_checks_;  // since the last synchronisation
+  std::int64_t* id_slot_ = nullptr;                // 3 values, cudaMalloc'd on first use
 };
+
+// The times the host has waited for a CUDA device so far (every device, every thread): stream and
+// device synchronisations and device-to-host copies (core/cuda/host_wait.h). Host-to-device copies
+// do not wait (kiln's host buffers are pageable: CUDA stages them before the call returns).
+std::int64_t cuda_host_synchronizations();
 
 // The CUDA backend of device `index`, created on first use; a kiln::Error naming cuda:<index> and
 // the number of devices when there is no such device.

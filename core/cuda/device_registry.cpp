@@ -65,6 +65,13 @@ bool poison_from_environment() {
 
 int cuda_device_count() { return device_count().count; }
 
+std::string cuda_device_name(int index) {
+  cuda_backend_at(index);  // the error for a missing device
+  cudaDeviceProp properties{};
+  KILN_CUDA_CHECK(cudaGetDeviceProperties(&properties, index));
+  return properties.name;
+}
+
 CudaBackend& cuda_backend_at(int index) {
   const DeviceCount& devices = device_count();
   KILN_CHECK(index >= 0 && index < devices.count,
@@ -106,17 +113,13 @@ CudaBackend::CudaBackend(int index)
 // Only reached for a backend made outside the registry; errors cannot propagate from here.
 CudaBackend::~CudaBackend() {
   if (cudaSetDevice(index_) != cudaSuccess) return;
-  (void)cudaStreamSynchronize(stream_);
+  (void)cudaStreamSynchronize(stream_);  // uncounted: errors cannot propagate from here
   allocator_->release_cached();
+  if (id_slot_ != nullptr) (void)cudaFree(id_slot_);
   (void)cublasDestroy(cublas_);
   (void)cudaStreamDestroy(stream_);
 }
 
 void CudaBackend::activate() const { KILN_CUDA_CHECK(cudaSetDevice(index_)); }
-
-void CudaBackend::synchronize() {
-  activate();
-  KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));
-}
 
 }  // namespace kiln

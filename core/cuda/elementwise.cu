@@ -252,7 +252,7 @@ void CudaBackend::binary(BinaryOp op, const TensorArg& out, const TensorArg& a,
   math::dispatch_binary(op, [&](auto op_tag) {
     constexpr BinaryOp kOp = decltype(op_tag)::value;
     if (out.dtype == DType::i64) {
-      if constexpr (math::is_comparison(kOp)) {
+      if constexpr (math::takes_integers(kOp)) {
         using T = std::int64_t;
         launch_strided(stream_, plan,
                        gpu::BinaryFn<T, kOp>{typed<T>(out), typed<const T>(a), typed<const T>(b)});

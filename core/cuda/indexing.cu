@@ -1,4 +1,6 @@
-// Row gather (embedding lookup), its deterministic scatter-add backward, and the id check.
+// Row gather (embedding lookup), its deterministic scatter-add backward, and the id check, which
+// runs on the device and leaves what it finds for the next synchronisation to raise (memory.cpp),
+// so that a training step never waits for it.
 //
 // scatter_add_rows without atomics: the (id, position) pairs are sorted by id with CUB's radix
 // sort, which is stable, so each id's positions stay in increasing order. Each run of equal ids
@@ -25,14 +27,15 @@ namespace {
 constexpr std::int64_t kNoInvalidId = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t kIdCheckBlocks = 1024;  // fixed, so partial[b] always covers the same ids
 
-// partial[block] = the smallest i with ids[i] outside [0, limit), or kNoInvalidId.
+// partial[block] = the smallest i with ids[i] outside [0, limit) (and, with `skip`, not equal to
+// `ignore`), or kNoInvalidId.
 __global__ void __launch_bounds__(kThreads)
-    first_invalid_partial(const std::int64_t* ids, std::int64_t n, std::int64_t limit,
-                          std::int64_t* partial) {
+    first_invalid_partial(const std::int64_t* ids, std::int64_t n, std::int64_t limit, bool skip,
+                          std::int64_t ignore, std::int64_t* partial) {
   __shared__ std::int64_t shared[kWarp];
   std::int64_t first = kNoInvalidId;
   for (std::int64_t i = thread_index(); i < n; i += thread_count()) {
-    if (ids[i] < 0 || ids[i] >= limit) {
+    if ((ids[i] < 0 || ids[i] >= limit) && !(skip && ids[i] == ignore)) {
       first = i;  // this thread's later ids have larger indices
       break;
     }
@@ -41,25 +44,47 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) partial[blockIdx.x] = first;
 }
 
-// *result = the smallest of partial (count values), one block.
+// The smallest of partial (count values), one block: unless the slot already holds an earlier
+// check's find, slot = {check, position, id} (CudaBackend::IdCheckSlot).
 __global__ void __launch_bounds__(kThreads)
-    first_invalid_final(const std::int64_t* partial, std::int64_t count, std::int64_t* result) {
+    first_invalid_final(const std::int64_t* partial, std::int64_t count, const std::int64_t* ids,
+                        std::int64_t check, std::int64_t* slot) {
   __shared__ std::int64_t shared[kWarp];
   std::int64_t first = kNoInvalidId;
   for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) first = MinOp{}(first, partial[i]);
   first = block_reduce(first, MinOp{}, kNoInvalidId, shared);
-  if (threadIdx.x == 0) *result = first;
+  if (threadIdx.x == 0 && first != kNoInvalidId && slot[0] < 0) {
+    slot[0] = check;
+    slot[1] = first;
+    slot[2] = ids[first];
+  }
 }
 
 // out[i, :] = table[ids[i], :], one block per row; Word is an unsigned type of the dtype's size.
+// An id outside [0, rows) (its check reports it at the next synchronisation) gives a row of zeros.
 template <typename Word>
 __global__ void __launch_bounds__(kThreads)
-    gather_rows_kernel(const Word* table, std::int64_t cols, const std::int64_t* ids,
-                       std::int64_t n, Word* out) {
+    gather_rows_kernel(const Word* table, std::int64_t rows, std::int64_t cols,
+                       const std::int64_t* ids, std::int64_t n, Word* out) {
   for (std::int64_t i = blockIdx.x; i < n; i += gridDim.x) {
-    const Word* src = table + ids[i] * cols;
+    const std::int64_t id = ids[i];
     Word* dst = out + i * cols;
+    if (id < 0 || id >= rows) {
+      for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) dst[j] = Word{0};
+      continue;
+    }
+    const Word* src = table + id * cols;
     for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) dst[j] = src[j];
+  }
+}
+
+// Sort keys: the id, or `rows` for an id outside [0, rows) (a segment add_segments skips).
+__global__ void __launch_bounds__(kThreads)
+    sort_keys_kernel(const std::int64_t* ids, std::int64_t n, std::int64_t rows,
+                     std::uint64_t* keys) {
+  for (std::int64_t i = thread_index(); i < n; i += thread_count()) {
+    const std::int64_t id = ids[i];
+    keys[i] = static_cast<std::uint64_t>(id < 0 || id >= rows ? rows : id);
   }
 }
 
@@ -73,10 +98,11 @@ __global__ void __launch_bounds__(kThreads) iota_kernel(std::int32_t* out, std::
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     add_segments(const T* grad, const std::uint64_t* sorted_ids, const std::int32_t* positions,
-                 std::int64_t n, std::int64_t cols, T* table_grad) {
+                 std::int64_t n, std::int64_t cols, std::int64_t rows, T* table_grad) {
   for (std::int64_t start = blockIdx.x; start < n; start += gridDim.x) {
     const std::uint64_t id = sorted_ids[start];
     if (start > 0 && sorted_ids[start - 1] == id) continue;
+    if (id >= static_cast<std::uint64_t>(rows)) continue;  // invalid ids, reported elsewhere
     T* row = table_grad + static_cast<std::int64_t>(id) * cols;
     for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
       T acc = row[j];
@@ -95,16 +121,16 @@ std::int64_t CudaBackend::find_invalid_id(const IndexArgs& args, const std::int6
   if (n == 0) return -1;
   activate();
   const unsigned blocks = gpu::blocks_for(std::min(n, gpu::kIdCheckBlocks * gpu::kThreads));
-  Scratch<std::int64_t> partial(*allocator_, blocks + 1);
-  std::int64_t* result = partial.get() + blocks;
+  Scratch<std::int64_t> partial(*allocator_, blocks);
   KILN_LAUNCH(blocks, gpu::kThreads, stream_, gpu::first_invalid_partial)
-  (ids, n, limit, partial.get());
+  (ids, n, limit, args.targets, args.ignore_index, partial.get());
   KILN_CUDA_CHECK_LAUNCH();
-  KILN_LAUNCH(1, gpu::kThreads, stream_, gpu::first_invalid_final)(partial.get(), blocks, result);
+  // Deferred: the find waits in the slot for the next synchronisation (raise_deferred_errors).
+  const std::int64_t check = defer_id_check(args.op, limit, args.targets);
+  KILN_LAUNCH(1, gpu::kThreads, stream_, gpu::first_invalid_final)
+  (partial.get(), blocks, ids, check, id_check_slot());
   KILN_CUDA_CHECK_LAUNCH();
-  std::int64_t first = gpu::kNoInvalidId;
-  copy_to_host(&first, result, sizeof first);
-  return first == gpu::kNoInvalidId ? -1 : first;
+  return -1;
 }
 
 void CudaBackend::gather_rows(const IndexArgs& args, const void* table, const std::int64_t* ids,
@@ -115,13 +141,16 @@ void CudaBackend::gather_rows(const IndexArgs& args, const void* table, const st
   const unsigned grid = gpu::blocks_for(n, 1);
   if (dtype_size(args.dtype) == 2) {
     KILN_LAUNCH(grid, gpu::kThreads, stream_, gpu::gather_rows_kernel<std::uint16_t>)
-    (static_cast<const std::uint16_t*>(table), cols, ids, n, static_cast<std::uint16_t*>(out));
+    (static_cast<const std::uint16_t*>(table), args.table_rows, cols, ids, n,
+     static_cast<std::uint16_t*>(out));
   } else if (dtype_size(args.dtype) == 4) {
     KILN_LAUNCH(grid, gpu::kThreads, stream_, gpu::gather_rows_kernel<std::uint32_t>)
-    (static_cast<const std::uint32_t*>(table), cols, ids, n, static_cast<std::uint32_t*>(out));
+    (static_cast<const std::uint32_t*>(table), args.table_rows, cols, ids, n,
+     static_cast<std::uint32_t*>(out));
   } else {
     KILN_LAUNCH(grid, gpu::kThreads, stream_, gpu::gather_rows_kernel<std::uint64_t>)
-    (static_cast<const std::uint64_t*>(table), cols, ids, n, static_cast<std::uint64_t*>(out));
+    (static_cast<const std::uint64_t*>(table), args.table_rows, cols, ids, n,
+     static_cast<std::uint64_t*>(out));
   }
   KILN_CUDA_CHECK_LAUNCH();
 }
@@ -134,10 +163,15 @@ void CudaBackend::scatter_add_rows(const IndexArgs& args, const void* grad, cons
     gpu::throw_error("scatter_add_rows: " + std::to_string(n) +
                      " ids exceed the CUDA backend's limit of 2^31 - 1");
   activate();
-  // Ids are valid (the op checked them), so they sort as unsigned keys of just enough bits.
+  // The keys are the ids with an invalid one (its deferred check reports it) replaced by
+  // table_rows, so they sort as unsigned keys of just enough bits.
   const int end_bit = static_cast<int>(
-      std::bit_width(static_cast<std::uint64_t>(std::max<std::int64_t>(table_rows - 1, 1))));
-  const auto* keys_in = reinterpret_cast<const std::uint64_t*>(ids);
+      std::bit_width(static_cast<std::uint64_t>(std::max<std::int64_t>(table_rows, 1))));
+  Scratch<std::uint64_t> keys(*allocator_, n);
+  KILN_LAUNCH(gpu::blocks_for(n), gpu::kThreads, stream_, gpu::sort_keys_kernel)
+  (ids, n, table_rows, keys.get());
+  KILN_CUDA_CHECK_LAUNCH();
+  const std::uint64_t* keys_in = keys.get();
   Scratch<std::uint64_t> sorted_ids(*allocator_, n);
   Scratch<std::int32_t> positions(*allocator_, n), sorted_positions(*allocator_, n);
   KILN_LAUNCH(gpu::blocks_for(n), gpu::kThreads, stream_, gpu::iota_kernel)(positions.get(), n);
@@ -154,7 +188,7 @@ void CudaBackend::scatter_add_rows(const IndexArgs& args, const void* grad, cons
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
     KILN_LAUNCH(gpu::blocks_for(n, 1), gpu::kThreads, stream_, gpu::add_segments<T>)
-    (static_cast<const T*>(grad), sorted_ids.get(), sorted_positions.get(), n, cols,
+    (static_cast<const T*>(grad), sorted_ids.get(), sorted_positions.get(), n, cols, table_rows,
      static_cast<T*>(table_grad));
     KILN_CUDA_CHECK_LAUNCH();
   });

@@ -1,7 +1,9 @@
 // Fused optimizer updates on CUDA: one pass over a parameter, its gradient and its state, with
 // the formulas and the order of operations of core/cpu/optim.cpp (PyTorch's torch.optim rules,
 // documented in optim/adam.h and optim/sgd.h). The scalars are computed once on the host, in
-// double and then rounded, exactly as the CPU backend does.
+// double and then rounded, exactly as the CPU backend does. A guarded update reads its gradient
+// scale and its go-ahead from the step ledger on the device (StepLedger, core/optimizer_args.h),
+// which step_guard_kernel writes with the CPU's arithmetic (core/step_guard_math.h).
 #include <cmath>
 #include <cstdint>
 
@@ -9,6 +11,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/launch.h"
 #include "core/elementwise_math.h"
+#include "core/step_guard_math.h"
 
 namespace kiln {
 
@@ -21,9 +24,21 @@ struct AdamScalars {
   bool decoupled;
 };
 
+// The gradient scale of an update: the host's, or the ledger's when guarded. False when the
+// ledger says to skip the update.
+template <typename T>
+__device__ inline bool guarded_scale(const double* guard, T& scale) {
+  if (guard == nullptr) return true;
+  if (guard[StepLedger::apply] == 0.0) return false;
+  scale = static_cast<T>(guard[StepLedger::scale]);
+  return true;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    adam_kernel(std::int64_t n, T* p, const T* g, T* m, T* v, AdamScalars<T> s) {
+    adam_kernel(std::int64_t n, T* p, const T* g, T* m, T* v, AdamScalars<T> s,
+                const double* guard) {
+  if (!guarded_scale(guard, s.scale)) return;
   for (std::int64_t i = thread_index(); i < n; i += thread_count()) {
     T gi = g[i] * s.scale;
     T pi = p[i];
@@ -49,7 +64,8 @@ struct SgdScalars {
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    sgd_kernel(std::int64_t n, T* p, const T* g, T* buf, SgdScalars<T> s) {
+    sgd_kernel(std::int64_t n, T* p, const T* g, T* buf, SgdScalars<T> s, const double* guard) {
+  if (!guarded_scale(guard, s.scale)) return;
   for (std::int64_t i = thread_index(); i < n; i += thread_count()) {
     const T pi = p[i];
     T d = g[i] * s.scale + s.wd * pi;
@@ -60,6 +76,12 @@ __global__ void __launch_bounds__(kThreads)
     }
     p[i] = pi - s.lr * d;
   }
+}
+
+// One thread: the ledger's sums are added in order, as on the host.
+__global__ void step_guard_kernel(StepGuardArgs args, const double* losses, const double* sums,
+                                  double* ledger) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) step_guard_math::update(args, losses, sums, ledger);
 }
 
 }  // namespace
@@ -86,7 +108,7 @@ void CudaBackend::adam_update(DType dtype, std::int64_t n, void* param, const vo
                                 a.decoupled_weight_decay};
     KILN_LAUNCH(gpu::blocks_for(n), gpu::kThreads, stream_, gpu::adam_kernel<T>)
     (n, static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
-     static_cast<T*>(exp_avg_sq), s);
+     static_cast<T*>(exp_avg_sq), s, a.guard);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -106,9 +128,17 @@ void CudaBackend::sgd_update(DType dtype, std::int64_t n, void* param, const voi
                                a.nesterov,
                                a.first_step};
     KILN_LAUNCH(gpu::blocks_for(n), gpu::kThreads, stream_, gpu::sgd_kernel<T>)
-    (n, static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(momentum_buffer), s);
+    (n, static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(momentum_buffer), s,
+     a.guard);
     KILN_CUDA_CHECK_LAUNCH();
   });
+}
+
+void CudaBackend::step_guard(const StepGuardArgs& args, const double* losses, const double* sums,
+                             double* ledger) {
+  activate();
+  KILN_LAUNCH(1, 1, stream_, gpu::step_guard_kernel)(args, losses, sums, ledger);
+  KILN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace kiln

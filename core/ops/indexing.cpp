@@ -11,8 +11,9 @@ namespace {
 
 // Errors naming the first id outside [0, limit), with its position.
 void check_ids(std::string_view op, const Tensor& ids, std::int64_t limit) {
-  const std::int64_t bad = backend_of(ids).find_invalid_id(
-      {.n = ids.numel(), .table_rows = limit}, static_cast<const std::int64_t*>(ids.raw_data()));
+  const std::int64_t bad =
+      backend_of(ids).find_invalid_id({.n = ids.numel(), .table_rows = limit, .op = op},
+                                      static_cast<const std::int64_t*>(ids.raw_data()));
   if (bad < 0) return;
   const std::int64_t id = ids.view({-1}).select(0, bad).item<std::int64_t>();
   fail("{}: id {} at position {} is out of range for a table of {} rows", op, id, bad, limit);

@@ -43,16 +43,15 @@ constexpr std::int64_t kRoundedBlockFloats = std::int64_t{1} << 24;
 // P'' = P' - M / s in rows [r0, r0 + n) of block (the block's row i is row r0 + i): each counted
 // row's target entry less the row's sum 1 / s. Then s P'' is the softmax minus the one-hot, so the
 // backward's products cancel no term of size |x| (P'^T (s X) - M^T X did: float32 lost eps |x|).
+// The targets stay where they are: the flat index i ld + t is summed on their device, so a GPU
+// step reads nothing back (safe_ids holds 0 on ignored rows).
 void subtract_targets(Backend& backend, const Tensor& block, std::int64_t r0, std::int64_t n,
-                      const std::vector<std::int64_t>& targets, std::int64_t ignore_index,
-                      const Tensor& counted_mask, const Tensor& row_scale) {
+                      const Tensor& safe_ids, const Tensor& counted_mask,
+                      const Tensor& row_scale) {
   const std::int64_t ld = block.strides()[0], classes = block.size(1);
-  std::vector<std::int64_t> flat(static_cast<std::size_t>(n));  // (row, target) in the block
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t t = targets[r0 + i];
-    flat[i] = i * ld + (t == ignore_index ? 0 : t);
-  }
-  const Tensor ids = from_vector(flat, {n}, block.device());
+  const Tensor row_starts = arange(0.0, static_cast<double>(n * ld), static_cast<double>(ld),
+                                   {DType::i64, block.device()});
+  const Tensor ids = add(row_starts, safe_ids.narrow(0, r0, n));  // (row, target) in the block
   // -1 / s on counted rows, 0 on ignored ones (whose s is 0).
   const Tensor minus_sum =
       where(counted_mask.narrow(0, r0, n), rdiv(-1.0, row_scale.narrow(0, r0, n)),
@@ -80,12 +79,29 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
              targets.shape());
   const std::int64_t rows = x.size(0), classes = weight.size(0);
   const Tensor ids = targets.contiguous();
-  const std::int64_t counted = count_targets("linear_cross_entropy", ids, classes, ignore_index);
+  // The count of the targets that are not ignore_index, and their check: on the host (a read of
+  // the targets), or, where the backend checks on its device, kept there: 1 / count as a float64
+  // scalar, and the range check raised at the next synchronisation (a step never waits for it).
+  Backend& backend = backend_of(x);
+  const bool on_device = backend.checks_on_device();
+  std::int64_t counted = 0;
+  Tensor inverse_count;
+  if (on_device) {
+    backend.find_invalid_id({.n = rows,
+                             .table_rows = classes,
+                             .op = "linear_cross_entropy",
+                             .targets = true,
+                             .ignore_index = ignore_index},
+                            static_cast<const std::int64_t*>(ids.raw_data()));
+    const Tensor ignore = from_vector<std::int64_t>({ignore_index}, {}, ids.device());
+    inverse_count = 1.0 / ne(ids, ignore).to(DType::f64).sum();  // inf when all are ignored
+  } else {
+    counted = count_targets("linear_cross_entropy", ids, classes, ignore_index);
+  }
 
   const Tensor input = x.contiguous().detach(), w = weight.contiguous().detach();
   Tensor row_loss = empty({rows}, {dtype, x.device()});
   Tensor logsumexp = empty({rows}, {dtype, x.device()});
-  Backend& backend = backend_of(x);
   const auto* target_ids = static_cast<const std::int64_t*>(ids.raw_data());
   const std::size_t element = dtype_size(dtype);
   const bool gradient = any_requires_grad({x, weight});
@@ -99,7 +115,7 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
     const Tensor ignore = from_vector<std::int64_t>({ignore_index}, {}, ids.device());
     const Tensor counted_mask = ne(ids, ignore);
     counted_rows = counted_mask.to(dtype);
-    const std::vector<std::int64_t> host_targets = ids.to(Device::cpu()).to_vector<std::int64_t>();
+    const Tensor safe_ids = where(counted_mask, ids, zeros({}, {DType::i64, ids.device()}));
     row_scale = empty({rows}, {dtype, x.device()});
     // float32 and float64: the GEMM writes the logits in place and one pass turns them into P'.
     // bf16: a block of rows at a time through a float32 buffer, rounded into the bf16 P', so that
@@ -125,8 +141,7 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
                                         static_cast<char*>(row_loss.raw_data()) + r0 * element,
                                         static_cast<char*>(logsumexp.raw_data()) + r0 * element,
                                         static_cast<char*>(row_scale.raw_data()) + r0 * element);
-      subtract_targets(backend, block_logits, r0, n, host_targets, ignore_index, counted_mask,
-                       row_scale);
+      subtract_targets(backend, block_logits, r0, n, safe_ids, counted_mask, row_scale);
       if (rounded) backend.copy(arg_of(logits.narrow(0, r0, n)), arg_of(block_logits));
     }
   } else {
@@ -148,23 +163,34 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
   }
   Tensor total = empty({}, {dtype, x.device()});
   backend.sum({.dtype = dtype, .reduced = rows}, row_loss.raw_data(), total.raw_data());
-  const double scale = 1.0 / static_cast<double>(counted);
-  Tensor loss = empty({}, {dtype, x.device()});
-  backend.unary(UnaryOp::mul_scalar, arg_of(loss), arg_of(total), scale);
+  const double scale = on_device ? 0.0 : 1.0 / static_cast<double>(counted);
+  Tensor loss;
+  if (on_device) {
+    loss = (total.to(DType::f64) * inverse_count).to(dtype);
+  } else {
+    loss = empty({}, {dtype, x.device()});
+    backend.unary(UnaryOp::mul_scalar, arg_of(loss), arg_of(total), scale);
+  }
 
-  // With alpha = g / count (g read on the host, one scalar), S = diag(row_scale) and
-  // P'' = P' - S^-1 M (M the one-hot of the counted targets; S P'' = softmax - M):
+  // With alpha = g / count, S = diag(row_scale) and P'' = P' - S^-1 M (M the one-hot of the
+  // counted targets; S P'' = softmax - M):
   //   dX = alpha S P'' W,  dW = alpha P''^T (S X).
   // S acts on (N, d) operands and results, never on the (N, V) P''. An ignored row is never read:
   // its rows of dX and S X are selected to 0, not multiplied by 0 (an infinite x or W would make
-  // them NaN; PyTorch's are).
+  // them NaN; PyTorch's are). alpha is read on the host (one scalar) and is the GEMMs' own; where
+  // the count stays on the device, alpha does too: the GEMMs run with alpha 1 and their (N, d) and
+  // (V, d) results are scaled instead.
   record("linear_cross_entropy", loss, {x, weight, targets},
-         {input, w, logits, row_scale, counted_rows}, [scale](const Tensor& g, const Saved& s) {
-           const double alpha = g.item<double>() * scale;
+         {input, w, logits, row_scale, counted_rows},
+         [scale, inverse_count](const Tensor& g, const Saved& s) {
+           const bool on_device = inverse_count.defined();
+           const double alpha = on_device ? 1.0 : g.item<double>() * scale;
            const Tensor &input = s[0], &w = s[1], &p = s[2], &row_scale = s[3];
            const std::int64_t rows = input.size(0);
            const Tensor counted = s[4].view({rows, 1});
-           const Tensor scale_rows = row_scale.view({rows, 1});
+           const Tensor scale_rows =
+               on_device ? row_scale.view({rows, 1}) * (g.to(DType::f64) * inverse_count).to(g.dtype())
+                         : row_scale.view({rows, 1});
            const Tensor zero = zeros({}, {g.dtype(), g.device()});
            // The (N, d) operands in the gradient's dtype for the elementwise terms (a no-op unless
            // they are bf16); the GEMMs read the operands' own dtype.

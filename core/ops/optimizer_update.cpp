@@ -1,9 +1,11 @@
 // The optimizers' fused updates and sums of squares: argument checks, then one kernel each.
 #include "core/ops/optimizer_update.h"
 
+#include <cmath>
 #include <string_view>
 #include <vector>
 
+#include "core/ops/factories.h"
 #include "core/ops/op_utils.h"
 
 namespace kiln {
@@ -29,10 +31,22 @@ void check_param(std::string_view op, const Tensor& param) {
   check_writable(op, param);
 }
 
+// The raw ledger of a guarded update (null without one), after checking it suits `param`.
+const double* guard_of(std::string_view op, const Tensor& guard, const Tensor& param) {
+  if (!guard.defined()) return nullptr;
+  KILN_CHECK(guard.dtype() == DType::f64 && guard.is_contiguous() &&
+                 guard.numel() == StepLedger::slots && guard.device() == param.device(),
+             "{}: guard must be a contiguous float64 step ledger of {} values on {}, got {} {} on "
+             "{}",
+             op, static_cast<int>(StepLedger::slots), param.device(), guard.dtype(), guard.shape(),
+             guard.device());
+  return static_cast<const double*>(guard.raw_data());
+}
+
 }  // namespace
 
 void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                  const Tensor& exp_avg_sq, const AdamArgs& args) {
+                  const Tensor& exp_avg_sq, const AdamArgs& args_in, const Tensor& guard) {
   constexpr std::string_view op = "adam_update_";
   check_param(op, param);
   check_update_operand(op, "grad", grad, param);
@@ -40,6 +54,8 @@ void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg
   check_update_operand(op, "exp_avg_sq", exp_avg_sq, param);
   check_writable(op, exp_avg);
   check_writable(op, exp_avg_sq);
+  AdamArgs args = args_in;
+  args.guard = guard_of(op, guard, param);
   backend_of(param).adam_update(param.dtype(), param.numel(), param.raw_data(), grad.raw_data(),
                                 exp_avg.raw_data(), exp_avg_sq.raw_data(), args);
   param.storage()->bump_version();
@@ -48,8 +64,10 @@ void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg
 }
 
 void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
-                 const SgdArgs& args) {
+                 const SgdArgs& args_in, const Tensor& guard) {
   constexpr std::string_view op = "sgd_update_";
+  SgdArgs args = args_in;
+  args.guard = guard_of(op, guard, param);
   check_param(op, param);
   check_update_operand(op, "grad", grad, param);
   const bool has_momentum = args.momentum != 0.0;
@@ -82,6 +100,39 @@ Tensor sums_of_squares(std::span<const Tensor> tensors) {
     slot += dtype_size(dtype);
   }
   return out;
+}
+
+Tensor step_ledger(Device device) {
+  return zeros({StepLedger::slots}, {.dtype = DType::f64, .device = device});
+}
+
+void step_guard_(const Tensor& ledger, const Tensor& window_losses, const Tensor& sums,
+                 StepGuardArgs args) {
+  constexpr std::string_view op = "step_guard_";
+  KILN_CHECK(ledger.defined() && ledger.dtype() == DType::f64 && ledger.is_contiguous() &&
+                 ledger.numel() == StepLedger::slots,
+             "{}: ledger must be a contiguous float64 tensor of {} values (step_ledger)", op,
+             static_cast<int>(StepLedger::slots));
+  check_writable(op, ledger);
+  for (const Tensor* t : {&window_losses, &sums}) {
+    KILN_CHECK(t->defined() && t->dim() == 1 && t->device() == ledger.device(),
+               "{}: window losses and sums must be 1-D tensors on the ledger's device {}, got {} "
+               "on {}",
+               op, ledger.device(), t->defined() ? t->shape() : Shape{},
+               t->defined() ? t->device() : ledger.device());
+    check_floating(op, *t);
+  }
+  KILN_CHECK(window_losses.numel() > 0, "{}: a step needs at least one window loss", op);
+  KILN_CHECK(std::isfinite(args.clip) && args.clip >= 0.0,
+             "{}: clip {} must be a finite number >= 0", op, args.clip);
+  const Tensor losses = window_losses.to(DType::f64).contiguous();
+  const Tensor squares = sums.to(DType::f64).contiguous();
+  args.windows = losses.numel();
+  args.sums = squares.numel();
+  backend_of(ledger).step_guard(args, static_cast<const double*>(losses.raw_data()),
+                                static_cast<const double*>(squares.raw_data()),
+                                static_cast<double*>(ledger.raw_data()));
+  ledger.storage()->bump_version();
 }
 
 }  // namespace kiln

@@ -19,13 +19,27 @@ namespace kiln {
 // Adam/AdamW on one parameter: param, exp_avg (m) and exp_avg_sq (v) are updated in place from
 // grad. All four share one floating dtype, one device and one shape, and are contiguous. The
 // three written tensors follow the in-place rules (core/tensor.h) and have their versions bumped.
+// A defined `guard` (a step ledger written by step_guard_, on param's device) replaces
+// args.grad_scale with its scale and skips the update when it says so, on the device.
 void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                  const Tensor& exp_avg_sq, const AdamArgs& args);
+                  const Tensor& exp_avg_sq, const AdamArgs& args, const Tensor& guard = Tensor());
 
 // SGD on one parameter, in place, as adam_update_. momentum_buffer is defined exactly when
 // args.momentum != 0 (without momentum there is no buffer to read or write).
 void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
-                 const SgdArgs& args);
+                 const SgdArgs& args, const Tensor& guard = Tensor());
+
+// A step ledger: float64 zeros of StepLedger::slots (core/optimizer_args.h) on `device`.
+Tensor step_ledger(Device device);
+
+// Writes this step's figures into `ledger` (step_ledger's layout) on its device, without a trip
+// to the host: the mean of window_losses (1-D, one per window of the step), the global norm from
+// sums (1-D, one Σg² per gradient: sums_of_squares; may be empty), the clip scale, whether the
+// update may go ahead, the interval's running loss sum, and the first non-finite step
+// (core/step_guard_math.h). Both inputs are read as float64. args.windows and args.sums are set
+// from the tensors.
+void step_guard_(const Tensor& ledger, const Tensor& window_losses, const Tensor& sums,
+                 StepGuardArgs args);
 
 // (tensors.size()): Σ x² over each tensor's elements, in the tensors' common floating dtype and on
 // their common device; a non-contiguous tensor is read through contiguous(). One deterministic

@@ -4,8 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <string>
 #include <vector>
 
+#include "core/ops/optimizer_update.h"
 #include "tests/cuda/cuda_testing.h"
 
 using namespace kiln;
@@ -22,24 +27,56 @@ Tensor repeated_ids(std::int64_t n, std::int64_t rows, Generator& gen) {
   return from_vector(ids, {n});
 }
 
+// The bit patterns of a float64 tensor's values (NaNs compare equal when their bits do).
+std::vector<std::uint64_t> bits(const Tensor& t) {
+  std::vector<std::uint64_t> out;
+  for (const double x : t.to_vector<double>()) out.push_back(std::bit_cast<std::uint64_t>(x));
+  return out;
+}
+
 }  // namespace
 
-TEST_CASE("cuda/find_invalid_id returns the first bad position or -1", "[cuda][indexing]") {
+TEST_CASE("cuda/an invalid id is raised at the next synchronisation, naming the first one",
+          "[cuda][indexing]") {
   if (!cuda_available_or_skip()) return;
   Generator gen(61);
   for (std::int64_t n : {1, 1000, 300000}) {
     INFO("n " << n);
     std::vector<std::int64_t> ids = repeated_ids(n, 50, gen).to_vector<std::int64_t>();
     const Tensor valid = from_vector(ids, {n}, Device::cuda());
-    const IndexArgs args{.n = n, .table_rows = 50};
+    const IndexArgs args{.n = n, .table_rows = 50, .op = "embedding"};
+    // The check queues its kernels and returns without waiting; a clean one raises nothing.
+    const std::int64_t waits = cuda_host_synchronizations();
     REQUIRE(gpu_backend().find_invalid_id(args, ptr<const std::int64_t>(valid)) == -1);
+    REQUIRE(cuda_host_synchronizations() == waits);
+    REQUIRE_NOTHROW(gpu_backend().synchronize());
     ids[n - 1] = 50;
     if (n > 3) ids[3] = -1;
     const Tensor invalid = from_vector(ids, {n}, Device::cuda());
-    REQUIRE(gpu_backend().find_invalid_id(args, ptr<const std::int64_t>(invalid)) ==
-            (n > 3 ? 3 : n - 1));
+    REQUIRE(gpu_backend().find_invalid_id(args, ptr<const std::int64_t>(invalid)) == -1);
+    // A later clean check does not hide it; the first find is the one raised.
+    REQUIRE(gpu_backend().find_invalid_id(args, ptr<const std::int64_t>(valid)) == -1);
+    const std::string expected = n > 3 ? "embedding: id -1 at position 3 is out of range for a "
+                                         "table of 50 rows"
+                                       : "embedding: id 50 at position 0 is out of range for a "
+                                         "table of 50 rows";
+    REQUIRE_THROWS_WITH(gpu_backend().synchronize(), Catch::Matchers::Contains(expected));
+    REQUIRE_NOTHROW(gpu_backend().synchronize());  // raised once, then cleared
   }
   REQUIRE(gpu_backend().find_invalid_id({.n = 0, .table_rows = 50}, nullptr) == -1);
+}
+
+TEST_CASE("cuda/an embedding with a bad id fails at the loss's read, not with a fault",
+          "[cuda][indexing]") {
+  if (!cuda_available_or_skip()) return;
+  const Tensor table = ones({4, 3}, {.device = Device::cuda()}).requires_grad_(true);
+  const Tensor ids = from_vector<std::int64_t>({1, 7, 2}, {3}, Device::cuda());
+  Tensor loss;
+  REQUIRE_NOTHROW(loss = embedding(table, ids).sum());
+  loss.backward();  // the bad row is skipped in the gradient: no out-of-bounds write
+  REQUIRE_THROWS_WITH(loss.item<double>(),
+                      Catch::Matchers::Contains(
+                          "embedding: id 7 at position 1 is out of range for a table of 4 rows"));
 }
 
 TEST_CASE("cuda/gather_rows copies the selected rows of every dtype", "[cuda][indexing]") {
@@ -132,4 +169,33 @@ TEST_CASE("cuda/adam and sgd updates match the CPU over several steps", "[cuda][
       REQUIRE(relative_error(buffer.gpu, buffer.cpu) <= tolerance);
     }
   }
+}
+
+TEST_CASE("cuda/the step ledger and guarded updates equal the CPU's bit for bit", "[cuda][optim]") {
+  if (!cuda_available_or_skip()) return;
+  Generator gen(65);
+  const std::int64_t n = 4099;
+  const Mirrored ledger = {step_ledger(Device::cpu()), step_ledger(Device::cuda())};
+  const Mirrored param = uniform_mirrored({n}, gen, -1.0, 1.0);
+  const Mirrored m = mirrored(zeros({n})), v = mirrored(zeros({n}));
+  // Finite, then a NaN loss (skipped, and every later update with it), then finite again.
+  const std::vector<std::vector<double>> losses = {{2.5, 2.25}, {NAN, 1.0}, {1.5, 1.75}};
+  for (std::int64_t step = 1; step <= 3; ++step) {
+    INFO("step " << step);
+    const Mirrored window_losses = mirrored(from_vector(losses[step - 1], {2}));
+    const Mirrored grad = uniform_mirrored({n}, gen, -3.0, 3.0);
+    const Mirrored sums = mirrored(sums_of_squares(std::array{grad.cpu, grad.cpu * 0.5}));
+    const StepGuardArgs args{.clip = 1.0, .stop_on_nonfinite = true, .step = step};
+    step_guard_(ledger.cpu, window_losses.cpu, sums.cpu, args);
+    step_guard_(ledger.gpu, window_losses.gpu, sums.gpu, args);
+    REQUIRE(bits(ledger.gpu.to(Device::cpu())) == bits(ledger.cpu));  // NaN slots too
+    NoGradGuard no_grad;
+    const AdamArgs adam{.lr = 1e-2, .step = step};
+    adam_update_(param.cpu, grad.cpu, m.cpu, v.cpu, adam, ledger.cpu);
+    adam_update_(param.gpu, grad.gpu, m.gpu, v.gpu, adam, ledger.gpu);
+    REQUIRE(param.gpu.to(Device::cpu()).to_vector<float>() == param.cpu.to_vector<float>());
+  }
+  const std::vector<double> last = ledger.cpu.to_vector<double>();
+  CHECK(last[StepLedger::first_bad] == 2.0);
+  CHECK(last[StepLedger::apply] == 0.0);
 }

@@ -173,3 +173,81 @@ TEST_CASE("errors/optimizer_update: arguments the kernels cannot take", "[optim]
                         Contains("sums_of_squares") && Contains("int64"));
   }
 }
+
+TEST_CASE("optimizer ops: step_guard_ writes the loss, norm, clip scale and non-finite rule",
+          "[optim][optimizer_update]") {
+  const Tensor ledger = step_ledger(Device::cpu());
+  const auto slots = [&] { return ledger.to_vector<double>(); };
+  // Two windows' losses, the gradients' Σ g² 9 and 16: norm 5, clipped to 1.
+  step_guard_(ledger, tensor_of<float>({2.5, 3.5}, {2}), tensor_of<float>({9.0, 16.0}, {2}),
+              {.clip = 1.0, .step = 1});
+  std::vector<double> l = slots();
+  CHECK(l[StepLedger::loss] == 3.0);
+  CHECK(l[StepLedger::norm] == 5.0);
+  CHECK(l[StepLedger::scale] == 1.0 / (5.0 + 1e-6));
+  CHECK(l[StepLedger::apply] == 1.0);
+  CHECK(l[StepLedger::interval_loss] == 3.0);
+  CHECK(l[StepLedger::interval_finite] == 1.0);
+  // Under the clip, and without one: scale 1. No gradients: norm 0.
+  step_guard_(ledger, tensor_of<double>({1.0}, {1}), tensor_of<double>({0.25}, {1}),
+              {.clip = 1.0, .step = 2});
+  CHECK(slots()[StepLedger::scale] == 1.0);
+  step_guard_(ledger, tensor_of<double>({1.0}, {1}), tensor_of<double>({}, {0}),
+              {.clip = 0.0, .step = 3});
+  l = slots();
+  CHECK(l[StepLedger::norm] == 0.0);
+  CHECK(l[StepLedger::scale] == 1.0);
+  CHECK(l[StepLedger::interval_loss] == 5.0);  // 3 + 1 + 1
+  CHECK(l[StepLedger::interval_finite] == 3.0);
+  // A non-finite norm at step 4: skipped, kept as the first bad step, out of the interval sums.
+  const double inf = std::numeric_limits<double>::infinity();
+  step_guard_(ledger, tensor_of<double>({2.0}, {1}), tensor_of<double>({inf}, {1}),
+              {.clip = 1.0, .step = 4});
+  l = slots();
+  CHECK(l[StepLedger::apply] == 0.0);
+  CHECK(l[StepLedger::first_bad] == 4.0);
+  CHECK(l[StepLedger::bad_loss] == 2.0);
+  CHECK(l[StepLedger::bad_norm] == inf);
+  CHECK(l[StepLedger::interval_finite] == 3.0);
+  // Stopping: every later step is skipped too, and the first bad step stays 4. Skipping instead:
+  // a later finite step goes ahead.
+  step_guard_(ledger, tensor_of<double>({1.0}, {1}), tensor_of<double>({1.0}, {1}),
+              {.clip = 1.0, .stop_on_nonfinite = true, .step = 5});
+  CHECK(slots()[StepLedger::apply] == 0.0);
+  CHECK(slots()[StepLedger::first_bad] == 4.0);
+  step_guard_(ledger, tensor_of<double>({1.0}, {1}), tensor_of<double>({1.0}, {1}),
+              {.clip = 1.0, .stop_on_nonfinite = false, .step = 6});
+  CHECK(slots()[StepLedger::apply] == 1.0);
+  CHECK_THROWS_WITH(
+      step_guard_(ledger, tensor_of<double>({}, {0}), tensor_of<double>({}, {0}), {}),
+      Catch::Matchers::Contains("step_guard_: a step needs at least one window loss"));
+  CHECK_THROWS_WITH(step_guard_(zeros({3}, {.dtype = DType::f64}), tensor_of<double>({1.0}, {1}),
+                                tensor_of<double>({}, {0}), {}),
+                    Catch::Matchers::Contains("step_guard_: ledger must be"));
+}
+
+TEMPLATE_TEST_CASE("optimizer ops: a guarded update takes the ledger's scale or is skipped",
+                   "[optim][optimizer_update]", float, double) {
+  const std::vector<double> g = rounded<TestType>(gradient_at(1, kNumel));
+  const Tensor ledger = step_ledger(Device::cpu());
+  // Norm 2, clip 1: scale 1 / (2 + 1e-6), as the unguarded update with that grad_scale.
+  step_guard_(ledger, tensor_of<double>({1.0}, {1}), tensor_of<double>({4.0}, {1}),
+              {.clip = 1.0, .step = 1});
+  const Tensor p = values_of<TestType>(initial_values(kNumel)), q = p.clone();
+  const Tensor m = zeros(kShape, {.dtype = p.dtype()}), v = zeros(kShape, {.dtype = p.dtype()});
+  const Tensor m2 = m.clone(), v2 = v.clone();
+  adam_update_(p, values_of<TestType>(g), m, v, {.lr = 0.01, .grad_scale = 123.0}, ledger);
+  adam_update_(q, values_of<TestType>(g), m2, v2, {.lr = 0.01, .grad_scale = 1.0 / (2.0 + 1e-6)});
+  CHECK(p.to_vector<TestType>() == q.to_vector<TestType>());
+  // A skipped step leaves everything as it was.
+  step_guard_(ledger, tensor_of<double>({NAN}, {1}), tensor_of<double>({4.0}, {1}),
+              {.clip = 1.0, .step = 2});
+  const std::vector<TestType> before = p.to_vector<TestType>();
+  adam_update_(p, values_of<TestType>(g), m, v, {.lr = 0.01, .step = 2}, ledger);
+  sgd_update_(p, values_of<TestType>(g), Tensor(), {.lr = 0.1}, ledger);
+  CHECK(p.to_vector<TestType>() == before);
+  CHECK(m.to_vector<TestType>() == m2.to_vector<TestType>());
+  CHECK_THROWS_WITH(
+      adam_update_(p, values_of<TestType>(g), m, v, {}, zeros({3}, {.dtype = DType::f64})),
+      Catch::Matchers::Contains("adam_update_: guard must be"));
+}
