@@ -1,30 +1,40 @@
 // bench_train: tokens/s of complete training steps (forward, backward, gradient clipping, Adam)
-// for the default model and large-cpu, on random token ids (the speed does not depend on the
-// data). Prints the median over several windows after a warm-up, the model arithmetic rate,
-// the peak resident memory, the peak bytes of live tensors and the bytes the forward keeps alive
-// for the backward (activations, the LM head's P', autocast's weight copies), and with --profile
-// the share of the step per op family. --precision bf16 runs the forward under kiln::Autocast
-// (bf16 products and activations, docs/mixed-precision.md); with --profile it ends with
-// RESULT gemm <path> gflops <rate>, the step's GEMMs by path: f32, bf16-native (the VDPBF16PS
-// kernel) or bf16-widen (KILN_GEMM=widen, or a CPU without AVX512_BF16).
+// for the default model, large-cpu, gpt2-small and tiny (a smoke test), on random token ids (the
+// speed does not depend on the data), on the CPU or a CUDA device (--device cuda). A step is the
+// trainer's: the loss, the norm and the clip stay on the device (step_guard_), so on a GPU the
+// host waits only at the end of each timed window, when it reads the loss; tokens/s is then the
+// device's rate. On CUDA it also prints the peak device memory of tensors and the MFU (llm.c's
+// 6·N + 6·L·T·d FLOPs per token over the GPU's dense bf16 peak: bench/mfu.h). Prints the median
+// over several windows after a warm-up, the model arithmetic rate, the peak resident memory, the
+// peak bytes of live tensors and the bytes the forward keeps alive for the backward (activations,
+// the LM head's P', autocast's weight copies), and with --profile the share of the step per op
+// family. --precision bf16 runs the forward under kiln::Autocast (bf16 products and activations,
+// docs/mixed-precision.md); with --profile it ends with RESULT gemm <path> gflops <rate>, the
+// step's GEMMs by path: f32, bf16-native (the VDPBF16PS kernel) or bf16-widen (KILN_GEMM=widen, or
+// a CPU without AVX512_BF16).
 //
 //   build/bench/bench_train --config default --threads 2 --profile
 //   build/bench/bench_train --config default --precision bf16
 //   OMP_WAIT_POLICY=passive build/bench/bench_train --cpu-time   # on a machine shared with others
+//   build/bench/bench_train --device cuda --config gpt2-small --precision bf16
 #include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "bench/mfu.h"
 #include "core/backend.h"
 #include "core/cpu/blas_library.h"
 #include "core/kiln.h"
+#include "core/ops/optimizer_update.h"
 #include "core/profiler.h"
 #include "nn/transformer_lm.h"
 #include "optim/adam.h"
@@ -51,8 +61,19 @@ BenchConfig config_named(const std::string& name) {
   } else if (name == "large-cpu") {
     c.model.d_model = 512, c.model.heads = 8, c.model.layers = 4, c.model.ff = 2048;
     c.batch = 16, c.seq_len = 128;
+  } else if (name == "gpt2-small") {  // GPT-2's 124M model, as llm.c trains it
+    c.model.vocab = 50257;
+    c.model.d_model = 768, c.model.heads = 12, c.model.layers = 12, c.model.ff = 3072;
+    c.model.norm = nn::NormPlacement::pre, c.model.activation = nn::Activation::gelu;
+    // Sinusoidal positions: kiln has no learned table (GPT-2 has one of 1024 x 768, 0.6% of N).
+    c.batch = 8, c.seq_len = 1024;
+  } else if (name == "tiny") {  // seconds on the CUDA emulator: a check that everything runs
+    c.model.vocab = 97;
+    c.model.d_model = 32, c.model.heads = 2, c.model.layers = 2, c.model.ff = 64;
+    c.model.norm = nn::NormPlacement::pre, c.model.activation = nn::Activation::gelu;
+    c.batch = 2, c.seq_len = 16;
   } else {
-    fail("--config: '{}' is not default or large-cpu", name);
+    fail("--config: '{}' is not default, large-cpu, gpt2-small or tiny", name);
   }
   c.model.max_seq_len = std::max<std::int64_t>(512, c.seq_len);
   return c;
@@ -103,16 +124,42 @@ int main(int argc, char** argv) {
                "BLIS's threads spin whatever it says)");
   app.add_option("--precision", precision_name, "f32 or bf16 (the matrix products)")
       ->capture_default_str();
+  std::string device_name = "cpu";
+  app.add_option("--device", device_name, "cpu or cuda (cuda:N)")->capture_default_str();
+  std::int64_t batch_override = 0;
+  app.add_option("--batch", batch_override, "batch size (0: the config's)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(threads);
     const Precision precision = parse_precision(precision_name);
-    const BenchConfig c = config_named(config_name);
+    BenchConfig c = config_named(config_name);
+    if (batch_override > 0) c.batch = batch_override;
+    const Device device = Device::parse(device_name);
+    KILN_CHECK(!(profile_steps && device.is_cuda()),
+               "--profile times op families by the host clock, which says nothing of a GPU's "
+               "asynchronous kernels; leave it out with --device cuda");
+    KILN_CHECK(!(cpu_time && device.is_cuda()),
+               "--cpu-time is for the CPU; leave it out with "
+               "--device cuda");
     std::printf("%s\n", environment_summary().c_str());
     manual_seed(1);
     nn::TransformerLM model(c.model);
+    model.to(device);
+    model.train();
     Adam optimizer(model.named_parameters(), {.lr = 1e-3});
+    const Tensor ledger = step_ledger(device);
     const double flops = train_flops_per_token(c);
+    const double llmc_flops = bench::llmc_flops_per_token(model.num_parameters(), c.model.layers,
+                                                          c.seq_len, c.model.d_model);
+    std::string gpu_name;
+    std::optional<double> peak_tflops;
+    if (device.is_cuda()) {
+      gpu_name = cuda_device_name(device.index);
+      peak_tflops = bench::bf16_peak_tflops(gpu_name);
+      std::printf(
+          "device %s: %s | dense bf16 peak %s\n", device.str().c_str(), gpu_name.c_str(),
+          peak_tflops ? fmt::format("{:.0f} TFLOP/s", *peak_tflops).c_str() : "unknown (MFU n/a)");
+    }
     std::printf(
         "config %s: d_model %lld heads %lld layers %lld ff %lld T %lld B %lld | %lld "
         "parameters | %.1f MFLOP per token\n",
@@ -129,27 +176,33 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < u.size(); ++i)
         ids[i] = std::min<std::int64_t>(static_cast<std::int64_t>(u[i] * c.model.vocab),
                                         c.model.vocab - 1);
-      return from_vector(ids, {c.batch, c.seq_len});
+      return from_vector(ids, {c.batch, c.seq_len}, device);
     };
     double last_loss = 0.0;
     std::size_t saved_bytes = 0;  // live tensor bytes the forward adds: what backward reads
-    Backend& cpu = backend_for(Device::cpu());
+    Backend& backend = backend_for(device);
+    Tensor loss;
+    // As lm::Trainer's step: the norm, the clip and the non-finite rule on the device.
     auto step = [&] {
       const Tensor inputs = random_ids(), targets = random_ids();
       optimizer.zero_grad();
-      Tensor loss;
-      const std::size_t before = cpu.bytes_in_use();
+      const std::size_t before = backend.bytes_in_use();
       {
         const Autocast mixed(precision);
         loss = model.loss(inputs, targets);
       }
-      saved_bytes = cpu.bytes_in_use() - before;
+      saved_bytes = backend.bytes_in_use() - before;
       loss.backward();
-      optimizer.step(clip_scale(grad_norm(optimizer.parameters()), 1.0));
-      last_loss = loss.item<double>();
+      step_guard_(ledger, loss.detach().view({1}),
+                  grad_sums_of_squares(optimizer.parameters(), device),
+                  {.clip = 1.0, .stop_on_nonfinite = false});
+      optimizer.step(ledger);
     };
+    // The host waits here only: the loss read ends the window (on a GPU, once its kernels ran).
+    auto read_loss = [&] { last_loss = loss.item<double>(); };
 
     for (int i = 0; i < warmup; ++i) step();
+    if (warmup > 0) read_loss();
     profile::enable(profile_steps);
     std::vector<double> rates;
     double timed_seconds = 0.0;
@@ -161,6 +214,7 @@ int main(int argc, char** argv) {
       const double start = now();
       const auto wall_start = Clock::now();
       for (int i = 0; i < steps_per_window; ++i) step();
+      read_loss();
       const double s = now() - start;
       // The profile's times are the wall clock's: its shares are of the wall-clock window.
       timed_seconds += std::chrono::duration<double>(Clock::now() - wall_start).count();
@@ -174,8 +228,22 @@ int main(int argc, char** argv) {
         "model_gflops %.1f peak_rss_mb %.0f peak_tensor_mb %.0f saved_for_backward_mb %.0f\n",
         config_name.c_str(), precision_name.c_str(), threads, median,
         1e3 * c.batch * c.seq_len / median, median * flops * 1e-9, peak_rss_mb(),
-        static_cast<double>(cpu.peak_bytes_in_use()) / (1 << 20),
+        static_cast<double>(backend.peak_bytes_in_use()) / (1 << 20),
         static_cast<double>(saved_bytes) / (1 << 20));
+    if (device.is_cuda()) {
+      // peak_tensor_mb above is the device's: the most bytes of live tensors on the GPU.
+      const double achieved_tflops = median * llmc_flops * 1e-12;
+      const std::string mfu = peak_tflops
+                                  ? fmt::format("{:.1f}%", 100.0 * achieved_tflops / *peak_tflops)
+                                  : fmt::format("n/a (no bf16 peak known for '{}')", gpu_name);
+      std::printf(
+          "RESULT device %s gpu '%s' config %s precision %s tokens_per_sec %.1f ms_per_step %.2f "
+          "peak_device_mb %.2f llmc_flops_per_token %.4g achieved_tflops %.2f MFU %s\n",
+          device.str().c_str(), gpu_name.c_str(), config_name.c_str(), precision_name.c_str(),
+          median, 1e3 * c.batch * c.seq_len / median,
+          static_cast<double>(backend.peak_bytes_in_use()) / (1 << 20), llmc_flops, achieved_tflops,
+          mfu.c_str());
+    }
     if (profile_steps) {
       const auto totals = profile::totals();
       std::printf("profile over %d steps (%.2f s):\n", windows * steps_per_window, timed_seconds);
