@@ -32,7 +32,8 @@ started=$(date +%s)
 budget=${KILN_GPU_CHECK_BUDGET:-400}
 bin=$device/bin
 export PATH=/usr/local/cuda/bin:$PATH
-export LD_LIBRARY_PATH=$device/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+cuda_libs=/usr/local/cuda/lib64:/usr/local/cuda/lib
+export LD_LIBRARY_PATH=$device/lib:$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 declare -a summary=()
 status=0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares the one-call GPU check (scripts/gpu_check.sh, docs/gpu-check.md) on this machine: the
 # GPU machine compiles nothing. Builds the CUDA binaries here with nvcc (-DKILN_CUDA=ON, sm_90
-# machine code) into build-gpu/, then puts into .device/ (ignored by git, carried to the GPU
+# machine code, -march=x86-64-v3 for the host code) into build-gpu/, then puts into .device/ (ignored by git, carried to the GPU
 # machine):
 #   bin/       test_cuda, test_core, test_optim and bench_train, stripped
 #   lib/       the shared libraries they need that are neither glibc's nor CUDA's (libfmt, ...;
@@ -37,8 +37,9 @@ else
   launcher=()
   command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache
     -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  # x86-64-v3 (AVX2), not this CPU's -march=native: the GPU machine's CPU is another one.
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    "${launcher[@]}" >/dev/null
+    -DKILN_ARCH=x86-64-v3 "${launcher[@]}" >/dev/null
   nice -n 19 cmake --build "$build" -j "${JOBS:-2}" --target test_cuda test_core test_optim \
     bench_train
 fi

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ops/linear_cross_entropy.h"
 #include "core/ops/optimizer_update.h"
 #include "tests/cuda/cuda_testing.h"
 
@@ -77,6 +78,36 @@ TEST_CASE("cuda/an embedding with a bad id fails at the loss's read, not with a 
   REQUIRE_THROWS_WITH(loss.item<double>(),
                       Catch::Matchers::Contains(
                           "embedding: id 7 at position 1 is out of range for a table of 4 rows"));
+}
+
+TEST_CASE("cuda/the LM head's targets are checked on the device, raised at the loss's read",
+          "[cuda][indexing]") {
+  if (!cuda_available_or_skip()) return;
+  const Tensor x = ones({3, 4}, {.device = Device::cuda()}).requires_grad_(true);
+  const Tensor w = ones({5, 4}, {.device = Device::cuda()}).requires_grad_(true);
+  // -100 (ignore_index) is a valid target; 9 is not.
+  const Tensor targets = from_vector<std::int64_t>({1, -100, 9}, {3}, Device::cuda());
+  const std::int64_t waits = cuda_host_synchronizations();
+  Tensor loss;
+  REQUIRE_NOTHROW(loss = linear_cross_entropy(x, w, targets, -100));
+  loss.backward();
+  CHECK(cuda_host_synchronizations() == waits);  // neither the count nor the check waited
+  REQUIRE_THROWS_WITH(loss.item<double>(),
+                      Catch::Matchers::Contains("linear_cross_entropy: target 9 at position 2 is "
+                                                "out of range for 5 classes"));
+  // Valid targets: the loss and gradients are the CPU's, with the count kept on the device.
+  const Tensor valid = from_vector<std::int64_t>({1, -100, 4}, {3});
+  const Tensor x_cpu = uniform({3, 4}, -1.0, 1.0).requires_grad_(true);
+  const Tensor w_cpu = uniform({5, 4}, -1.0, 1.0).requires_grad_(true);
+  const Tensor x_gpu = x_cpu.detach().to(Device::cuda()).requires_grad_(true);
+  const Tensor w_gpu = w_cpu.detach().to(Device::cuda()).requires_grad_(true);
+  const Tensor cpu = linear_cross_entropy(x_cpu, w_cpu, valid, -100);
+  const Tensor gpu = linear_cross_entropy(x_gpu, w_gpu, valid.to(Device::cuda()), -100);
+  (cpu * 3.0).backward();
+  (gpu * 3.0).backward();
+  CHECK(near(gpu.item<double>(), cpu.item<double>(), 1e-6, 1e-6));
+  CHECK(relative_error(x_gpu.grad(), x_cpu.grad()) <= 1e-5);
+  CHECK(relative_error(w_gpu.grad(), w_cpu.grad()) <= 1e-5);
 }
 
 TEST_CASE("cuda/gather_rows copies the selected rows of every dtype", "[cuda][indexing]") {
