@@ -99,7 +99,8 @@ constexpr bool is_comparison(BinaryOp op) {
          op == BinaryOp::gt || op == BinaryOp::ge;
 }
 
-// The binary ops int64 operands take: the comparisons and add (index arithmetic, exact).
+// The binary ops the backends take int64 operands for: the comparisons, and add for the ops' own
+// index arithmetic (exact; the public add stays floating, as the differential corpus expects).
 constexpr bool takes_integers(BinaryOp op) { return is_comparison(op) || op == BinaryOp::add; }
 
 template <BinaryOp op, typename T>

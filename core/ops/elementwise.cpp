@@ -58,7 +58,7 @@ Tensor binary_kernel(std::string_view op, BinaryOp kind, const Tensor& a, const 
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_kernel("add", BinaryOp::add, a, b, true);
+  Tensor out = binary_kernel("add", BinaryOp::add, a, b);
   record("add", out, {a, b}, {}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const Saved& s) {
     return Grads{s.needs_grad(0) ? sum_to(g, sa) : Tensor(),
                  s.needs_grad(1) ? sum_to(g, sb) : Tensor()};

@@ -11,7 +11,6 @@
 
 namespace kiln {
 
-// add also takes two int64 tensors (index arithmetic); the other arithmetic is floating only.
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);

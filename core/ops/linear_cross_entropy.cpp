@@ -46,12 +46,12 @@ constexpr std::int64_t kRoundedBlockFloats = std::int64_t{1} << 24;
 // The targets stay where they are: the flat index i ld + t is summed on their device, so a GPU
 // step reads nothing back (safe_ids holds 0 on ignored rows).
 void subtract_targets(Backend& backend, const Tensor& block, std::int64_t r0, std::int64_t n,
-                      const Tensor& safe_ids, const Tensor& counted_mask,
-                      const Tensor& row_scale) {
+                      const Tensor& safe_ids, const Tensor& counted_mask, const Tensor& row_scale) {
   const std::int64_t ld = block.strides()[0], classes = block.size(1);
   const Tensor row_starts = arange(0.0, static_cast<double>(n * ld), static_cast<double>(ld),
                                    {DType::i64, block.device()});
-  const Tensor ids = add(row_starts, safe_ids.narrow(0, r0, n));  // (row, target) in the block
+  const Tensor ids = empty({n}, {DType::i64, block.device()});  // (row, target) in the block
+  backend.binary(BinaryOp::add, arg_of(ids), arg_of(row_starts), arg_of(safe_ids.narrow(0, r0, n)));
   // -1 / s on counted rows, 0 on ignored ones (whose s is 0).
   const Tensor minus_sum =
       where(counted_mask.narrow(0, r0, n), rdiv(-1.0, row_scale.narrow(0, r0, n)),
@@ -189,8 +189,9 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
            const std::int64_t rows = input.size(0);
            const Tensor counted = s[4].view({rows, 1});
            const Tensor scale_rows =
-               on_device ? row_scale.view({rows, 1}) * (g.to(DType::f64) * inverse_count).to(g.dtype())
-                         : row_scale.view({rows, 1});
+               on_device
+                   ? row_scale.view({rows, 1}) * (g.to(DType::f64) * inverse_count).to(g.dtype())
+                   : row_scale.view({rows, 1});
            const Tensor zero = zeros({}, {g.dtype(), g.device()});
            // The (N, d) operands in the gradient's dtype for the elementwise terms (a no-op unless
            // they are bf16); the GEMMs read the operands' own dtype.
