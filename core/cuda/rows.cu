@@ -11,9 +11,11 @@
 // at lane * kPack, then every kGroup * kPack columns. Every pass over a row walks that partition
 // (for_each_chunk), reading a chunk as one 16-byte-aligned pack where the row allows and column
 // by column otherwise (a row off a 16-byte boundary, the row's last partial chunk), so each thread
-// sums the same columns in the same order on either path. Layer norm's forward keeps a row of up
-// to kCachedChunks chunks per thread in registers (a row of up to 1,024 columns per warp, 8,192
-// per block), so that its three passes read the row from memory once.
+// sums the same columns in the same order on either path. Loops over a chunk's elements run over
+// all kPack of them, unrolled, masking the tail, so that a chunk's values stay in registers (a loop
+// to a run-time count left them in local memory). The forwards of softmax and layer norm keep a
+// row of up to kCachedChunks chunks per thread in registers (a row of up to 1,024 columns per
+// warp, 8,192 per block), so that their three passes read the row from memory once.
 //
 // bf16 operands (Backend::kernels_read_bf16: SoftmaxArgs::bf16_values, LayerNormArgs::bf16_input,
 // CrossEntropyArgs::bf16_logits): the kernels read the bf16 operand as float32 in registers (X,
@@ -103,7 +105,9 @@ __device__ void load_chunk(const X* row, std::int64_t first, int count, T (&v)[k
     load_pack(row + first, v);
     return;
   }
-  for (int e = 0; e < count; ++e) v[e] = convert<T>(row[first + e]);
+#pragma unroll
+  for (int e = 0; e < kPack; ++e)
+    if (e < count) v[e] = convert<T>(row[first + e]);
 }
 
 // The first `count` values stored to columns [first, first + count) of row, rounded to Y once.
@@ -113,7 +117,9 @@ __device__ void store_chunk(Y* row, std::int64_t first, int count, const T (&v)[
     store_pack(row + first, v);
     return;
   }
-  for (int e = 0; e < count; ++e) row[first + e] = convert<Y>(v[e]);
+#pragma unroll
+  for (int e = 0; e < kPack; ++e)
+    if (e < count) row[first + e] = convert<Y>(v[e]);
 }
 
 // Chunks per thread for rows of `cols` columns owned by groups of `group` threads: kCachedChunks
@@ -187,7 +193,9 @@ __global__ void __launch_bounds__(kThreads)
     for_each_chunk<kGroup, kChunks>(n, [&](int k, std::int64_t first, int count) {
       T v[kPack];
       load_chunk(xr, first, count, v);
-      for (int e = 0; e < count; ++e) m = MaxOp{}(m, v[e]);
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        if (e < count) m = MaxOp{}(m, v[e]);
       if constexpr (kChunks > 0) {
 #pragma unroll
         for (int e = 0; e < kPack; ++e) held[k][e] = v[e];
@@ -198,14 +206,18 @@ __global__ void __launch_bounds__(kThreads)
     for_each_chunk<kGroup, kChunks>(n, [&](int k, std::int64_t first, int count) {
       T v[kPack];
       values(k, first, count, v);
-      for (int e = 0; e < count; ++e) s += math::exp(v[e] - m);
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        if (e < count) s += math::exp(v[e] - m);
     });
     s = G::reduce(s, SumOp{}, 0.0, shared_sum);
     const T lse = m + static_cast<T>(::log(s)), inv = static_cast<T>(1.0 / s);
     for_each_chunk<kGroup, kChunks>(n, [&](int k, std::int64_t first, int count) {
       T v[kPack];
       values(k, first, count, v);
-      for (int e = 0; e < count; ++e) v[e] = a.log ? v[e] - lse : math::exp(v[e] - m) * inv;
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        if (e < count) v[e] = a.log ? v[e] - lse : math::exp(v[e] - m) * inv;
       store_chunk(yr, first, count, v);
     });
     const X beyond = convert<X>(a.log ? -infinity<T>() : T(0));
@@ -230,10 +242,14 @@ __global__ void __launch_bounds__(kThreads)
       T g[kPack], v[kPack];
       load_chunk(gr, first, count, g);
       if (a.log) {
-        for (int e = 0; e < count; ++e) acc += static_cast<double>(g[e]);
+#pragma unroll
+        for (int e = 0; e < kPack; ++e)
+          if (e < count) acc += static_cast<double>(g[e]);
       } else {
         load_chunk(yr, first, count, v);
-        for (int e = 0; e < count; ++e) acc += static_cast<double>(g[e]) * v[e];
+#pragma unroll
+        for (int e = 0; e < kPack; ++e)
+          if (e < count) acc += static_cast<double>(g[e]) * v[e];
       }
     });
     const T s = static_cast<T>(G::reduce(acc, SumOp{}, 0.0, shared_sum));
@@ -241,7 +257,9 @@ __global__ void __launch_bounds__(kThreads)
       T g[kPack], v[kPack];
       load_chunk(gr, first, count, g);
       load_chunk(yr, first, count, v);
-      for (int e = 0; e < count; ++e) g[e] = a.log ? g[e] - math::exp(v[e]) * s : v[e] * (g[e] - s);
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        if (e < count) g[e] = a.log ? g[e] - math::exp(v[e]) * s : v[e] * (g[e] - s);
       store_chunk(out, first, count, g);
     });
     for (std::int64_t j = n + G::lane(); j < a.cols; j += kGroup) out[j] = T(0);
@@ -273,7 +291,9 @@ __global__ void __launch_bounds__(kThreads)
     for_each_chunk<kGroup, kChunks>(cols, [&](int k, std::int64_t first, int count) {
       T v[kPack];
       load_chunk(xr, first, count, v);
-      for (int e = 0; e < count; ++e) sum += v[e];
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        if (e < count) sum += v[e];
       if constexpr (kChunks > 0) {
 #pragma unroll
         for (int e = 0; e < kPack; ++e) held[k][e] = v[e];
@@ -284,10 +304,12 @@ __global__ void __launch_bounds__(kThreads)
     for_each_chunk<kGroup, kChunks>(cols, [&](int k, std::int64_t first, int count) {
       T v[kPack];
       values(k, first, count, v);
-      for (int e = 0; e < count; ++e) {
-        const double d = v[e] - mu;
-        sq += d * d;
-      }
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        if (e < count) {
+          const double d = v[e] - mu;
+          sq += d * d;
+        }
     });
     sq = G::reduce(sq, SumOp{}, 0.0, shared_sum);
     const double inv = 1.0 / ::sqrt(sq / static_cast<double>(cols) + eps);
@@ -298,7 +320,9 @@ __global__ void __launch_bounds__(kThreads)
       values(k, first, count, v);
       load_chunk(gamma, first, count, g);
       load_chunk(beta, first, count, b);
-      for (int e = 0; e < count; ++e) v[e] = (v[e] - m) * s * g[e] + b[e];
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        if (e < count) v[e] = (v[e] - m) * s * g[e] + b[e];
       store_chunk(yr, first, count, v);
     });
     if (G::lane() == 0) {
@@ -326,11 +350,13 @@ __global__ void __launch_bounds__(kThreads)
       load_chunk(xr, first, count, v);
       load_chunk(gr, first, count, d);
       load_chunk(gamma, first, count, w);
-      for (int e = 0; e < count; ++e) {
-        const double g = static_cast<double>(d[e]) * w[e];
-        sum_g += g;
-        sum_gx += g * ((v[e] - m) * s);
-      }
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        if (e < count) {
+          const double g = static_cast<double>(d[e]) * w[e];
+          sum_g += g;
+          sum_gx += g * ((v[e] - m) * s);
+        }
     });
     sum_g = G::reduce(sum_g, SumOp{}, 0.0, shared_sum);
     sum_gx = G::reduce(sum_gx, SumOp{}, 0.0, shared_sum);
@@ -341,10 +367,12 @@ __global__ void __launch_bounds__(kThreads)
       load_chunk(xr, first, count, v);
       load_chunk(gr, first, count, d);
       load_chunk(gamma, first, count, w);
-      for (int e = 0; e < count; ++e) {
-        const T xhat = (v[e] - m) * s;
-        v[e] = s * (d[e] * w[e] - mean_g - xhat * mean_gx);
-      }
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        if (e < count) {
+          const T xhat = (v[e] - m) * s;
+          v[e] = s * (d[e] * w[e] - mean_g - xhat * mean_gx);
+        }
       store_chunk(out, first, count, v);
     });
   }
@@ -399,7 +427,9 @@ __device__ MaxSum<T> row_max_sum(const X* xr, std::int64_t cols, MaxSum<T>* shar
   for_each_chunk<kGroup, 0>(cols, [&](int, std::int64_t first, int count) {
     T v[kPack];
     load_chunk(xr, first, count, v);
-    for (int e = 0; e < count; ++e) part = add_element(part, v[e]);
+#pragma unroll
+    for (int e = 0; e < kPack; ++e)
+      if (e < count) part = add_element(part, v[e]);
   });
   return G::reduce(part, MaxSumOp{}, empty, shared);
 }
@@ -453,7 +483,9 @@ __global__ void __launch_bounds__(kThreads)
     for_each_chunk<kGroup, 0>(cols, [&](int, std::int64_t first, int count) {
       T v[kPack];
       load_chunk(xr, first, count, v);
-      for (int e = 0; e < count; ++e) v[e] = ignored ? T(0) : math::exp(v[e] - stats.max);
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        if (e < count) v[e] = ignored ? T(0) : math::exp(v[e] - stats.max);
       store_chunk(xr, first, count, v);
     });
   }
@@ -481,10 +513,12 @@ __global__ void __launch_bounds__(kThreads)
         for (int e = 0; e < kPack; ++e) v[e] = T(0);
       } else {
         load_chunk(xr, first, count, v);
-        for (int e = 0; e < count; ++e) {
-          const T p = math::exp((v[e] - max) - log_sum) * grad_scale;
-          v[e] = first + e == target ? p - grad_scale : p;
-        }
+#pragma unroll
+        for (int e = 0; e < kPack; ++e)
+          if (e < count) {
+            const T p = math::exp((v[e] - max) - log_sum) * grad_scale;
+            v[e] = first + e == target ? p - grad_scale : p;
+          }
       }
       store_chunk(out, first, count, v);
     });
