@@ -239,8 +239,8 @@ class Backend {
   // Whether the kernels of mixed precision's activations take bf16 operands themselves and
   // convert them in registers: unary and binary (any operand, and out, bf16), dropout_apply
   // (dtype bf16: in and out), and the row kernels' bf16 flags (SoftmaxArgs::bf16_values,
-  // LayerNormArgs::bf16_input, CrossEntropyArgs::bf16_logits). The CPU backend's do; where not,
-  // the ops widen bf16 to float32 scratch tensors first and round results back
+  // LayerNormArgs::bf16_input, CrossEntropyArgs::bf16_logits). The CPU and CUDA backends' do;
+  // where not, the ops widen bf16 to float32 scratch tensors first and round results back
   // (core/ops/op_utils.h, compute_copy), and the kernels never see bf16.
   virtual bool kernels_read_bf16() const { return false; }
 

@@ -53,6 +53,9 @@ class CudaBackend final : public Backend {
   bool poison() const { return poison_.load(); }
 
   // ---- Backend
+  // The elementwise, dropout and row kernels read and write bf16 themselves, converting in
+  // registers (core/cuda/elementwise.cu, random.cu, rows.cu).
+  bool kernels_read_bf16() const override { return true; }
   bool checks_on_device() const override { return true; }
   void* allocate(std::size_t nbytes) override;
   void deallocate(void* ptr, std::size_t nbytes) override;

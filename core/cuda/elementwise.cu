@@ -3,7 +3,14 @@
 // one grid-stride kernel turns a linear index into each operand's offset and calls a small
 // functor that does the per-element work with core/elementwise_math.h, the math the CPU backend
 // uses. A plan of one dim (contiguous, or broadcast along one run) needs no index division; wider
-// plans divide in 32 bits when the element count allows.
+// plans divide in 32 bits when the element count allows. A flat plan whose operands are
+// contiguous (an input may be one broadcast value) and 16-byte aligned runs packed instead: each
+// thread moves eight elements per access (core/cuda/packs.cuh), the last numel % 8 one by one.
+//
+// bf16 operands (Backend::kernels_read_bf16): unary and binary read float32 or bf16 operands and
+// write a float32 or bf16 output, converting in registers: the float32 arithmetic on the widened
+// values, rounded once where the output is bf16, as the CPU backend's bf16 kernels compute.
+#include <array>
 #include <cstdint>
 #include <limits>
 
@@ -11,6 +18,7 @@
 #include "core/cuda/cuda_backend.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/launch.h"
+#include "core/cuda/packs.cuh"
 #include "core/cuda/strided.h"
 #include "core/elementwise_math.h"
 
@@ -60,6 +68,55 @@ void launch_strided(cudaStream_t stream, const StridedPlan<N>& plan, const Fn& f
   KILN_CUDA_CHECK_LAUNCH();
 }
 
+// fn.pack(i) for the packs [i, i + kPack) of a flat, contiguous plan, then fn.element(i) for the
+// elements after the last whole pack.
+template <typename Fn>
+__global__ void __launch_bounds__(kThreads) packed_kernel(std::int64_t numel, Fn fn) {
+  const std::int64_t packs = numel / kPack;
+  for (std::int64_t p = thread_index(); p < packs; p += thread_count()) fn.pack(p * kPack);
+  for (std::int64_t i = packs * kPack + thread_index(); i < numel; i += thread_count())
+    fn.element(i);
+}
+
+constexpr std::size_t kMaxOperands = 4;
+
+// Whether a plan runs packed: one dim, the output contiguous, each input contiguous or one
+// broadcast value (stride 0), and every contiguous operand 16-byte aligned.
+template <int N>
+bool packable(const StridedPlan<N>& plan, const std::array<const void*, kMaxOperands>& data) {
+  if (plan.ndim != 1 || plan.numel < kPack || plan.strides[0][0] != 1) return false;
+  for (int k = 0; k < N; ++k) {
+    const std::int64_t stride = plan.strides[k][0];
+    if (stride != 0 && (stride != 1 || !aligned16(data[k]))) return false;
+  }
+  return true;
+}
+
+// Runs fn packed where packable says so, else element by element through the plan.
+template <int N, typename Fn>
+void launch_elementwise(cudaStream_t stream, const StridedPlan<N>& plan,
+                        const std::array<const void*, kMaxOperands>& data, const Fn& fn) {
+  if (!packable(plan, data)) {
+    launch_strided(stream, plan, fn);
+    return;
+  }
+  KILN_LAUNCH(blocks_for(plan.numel / kPack), kThreads, stream, packed_kernel<Fn>)(plan.numel, fn);
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+// Input k of a packed call: kPack values from p + first (stride 1), or p's one value (stride 0).
+template <typename C, typename S>
+__device__ void load_input(const S* p, std::int64_t stride, std::int64_t first,
+                           C (&values)[kPack]) {
+  if (stride == 0) {
+    const C v = convert<C>(*p);
+#pragma unroll
+    for (int e = 0; e < kPack; ++e) values[e] = v;
+  } else {
+    load_pack(p + first, values);
+  }
+}
+
 template <typename T>
 struct FillFn {
   T* out;
@@ -67,32 +124,67 @@ struct FillFn {
   __device__ void operator()(const std::int64_t* off) const { out[off[0]] = value; }
 };
 
+// in_stride (packed calls only): the input's flat stride, 1 or 0 (broadcast).
 template <typename To, typename From>
 struct CopyFn {
   To* out;
   const From* in;
+  std::int64_t in_stride = 1;
   __device__ void operator()(const std::int64_t* off) const {
     out[off[0]] = convert<To>(in[off[1]]);
   }
+  __device__ void pack(std::int64_t first) const {
+    To values[kPack];
+    load_input(in, in_stride, first, values);
+    store_pack(out + first, values);
+  }
+  __device__ void element(std::int64_t i) const { out[i] = convert<To>(in[i * in_stride]); }
 };
 
-template <typename T, UnaryOp kOp>
+// Stored as O, read as I, computed in C (float32 for bf16 operands); in_stride as CopyFn's.
+template <typename C, typename O, typename I, UnaryOp kOp>
 struct UnaryFn {
-  T* out;
-  const T* in;
-  T scalar;
+  O* out;
+  const I* in;
+  C scalar;
+  std::int64_t in_stride = 1;
   __device__ void operator()(const std::int64_t* off) const {
-    out[off[0]] = math::unary<kOp>(in[off[1]], scalar);
+    out[off[0]] = convert<O>(math::unary<kOp>(convert<C>(in[off[1]]), scalar));
+  }
+  __device__ void pack(std::int64_t first) const {
+    C values[kPack];
+    load_input(in, in_stride, first, values);
+#pragma unroll
+    for (int e = 0; e < kPack; ++e) values[e] = math::unary<kOp>(values[e], scalar);
+    store_pack(out + first, values);
+  }
+  __device__ void element(std::int64_t i) const {
+    out[i] = convert<O>(math::unary<kOp>(convert<C>(in[i * in_stride]), scalar));
   }
 };
 
-template <typename T, BinaryOp kOp>
+// Stored as O, read as A and B, computed in C. stride_a and stride_b (packed calls only) are each
+// input's flat stride, 1 or 0 (broadcast).
+template <typename C, typename O, typename A, typename B, BinaryOp kOp>
 struct BinaryFn {
-  T* out;
-  const T* a;
-  const T* b;
+  O* out;
+  const A* a;
+  const B* b;
+  std::int64_t stride_a = 1, stride_b = 1;
   __device__ void operator()(const std::int64_t* off) const {
-    out[off[0]] = math::binary<kOp>(a[off[1]], b[off[2]]);
+    out[off[0]] = convert<O>(math::binary<kOp>(convert<C>(a[off[1]]), convert<C>(b[off[2]])));
+  }
+  __device__ void pack(std::int64_t first) const {
+    C x[kPack], y[kPack];
+    load_input(a, stride_a, first, x);
+    load_input(b, stride_b, first, y);
+#pragma unroll
+    for (int e = 0; e < kPack; ++e) x[e] = math::binary<kOp>(x[e], y[e]);
+    store_pack(out + first, x);
+  }
+  __device__ void element(std::int64_t i) const {
+    out[i] =
+        convert<O>(math::binary<kOp>(convert<C>(a[i * stride_a]), convert<C>(b[i * stride_b])));
   }
 };
 
@@ -118,6 +210,19 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 T* typed(const TensorArg& t) {
   return static_cast<T*>(t.data);
+}
+
+// Calls f with the storage type of a float32 or bf16 operand; `op` names the kernel's op in the
+// error for any other dtype (the ops check dtypes first: this is the last guard).
+template <typename F>
+void dispatch_float_or_bf16(const char* op, DType dtype, F&& f) {
+  KILN_CHECK(dtype == DType::f32 || dtype == DType::bf16, "{}: {} operands are not supported here",
+             op, dtype_name(dtype));
+  if (dtype == DType::bf16) {
+    f(bf16{});
+  } else {
+    f(float{});
+  }
 }
 
 // The user-facing op behind a kernel call, for error messages.
@@ -225,44 +330,75 @@ void CudaBackend::copy(const TensorArg& out, const TensorArg& in) {
     using To = decltype(out_tag);
     dispatch_dtype(in.dtype, [&](auto in_tag) {
       using From = decltype(in_tag);
-      launch_strided(stream_, plan, gpu::CopyFn<To, From>{typed<To>(out), typed<const From>(in)});
+      gpu::launch_elementwise(
+          stream_, plan, {out.data, in.data},
+          gpu::CopyFn<To, From>{typed<To>(out), typed<const From>(in), plan.strides[1][0]});
     });
   });
 }
 
 void CudaBackend::unary(UnaryOp op, const TensorArg& out, const TensorArg& in, double scalar) {
-  const auto plan = plan_strided<2>(gpu::op_name(op), out.sizes, {&out.strides, &in.strides});
+  const char* name = gpu::op_name(op);
+  const auto plan = plan_strided<2>(name, out.sizes, {&out.strides, &in.strides});
   activate();
-  dispatch_floating(out.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    math::dispatch_unary(op, [&](auto op_tag) {
-      constexpr UnaryOp kOp = decltype(op_tag)::value;
-      launch_strided(
-          stream_, plan,
-          gpu::UnaryFn<T, kOp>{typed<T>(out), typed<const T>(in), static_cast<T>(scalar)});
+  math::dispatch_unary(op, [&](auto op_tag) {
+    constexpr UnaryOp kOp = decltype(op_tag)::value;
+    const std::array<const void*, gpu::kMaxOperands> data{out.data, in.data};
+    if (out.dtype == DType::f64) {
+      using T = double;
+      KILN_CHECK(in.dtype == DType::f64, "{}: float64 output, {} input", name, in.dtype);
+      launch_strided(stream_, plan,
+                     gpu::UnaryFn<T, T, T, kOp>{typed<T>(out), typed<const T>(in), scalar});
+      return;
+    }
+    gpu::dispatch_float_or_bf16(name, out.dtype, [&](auto out_tag) {
+      gpu::dispatch_float_or_bf16(name, in.dtype, [&](auto in_tag) {
+        using O = decltype(out_tag);
+        using I = decltype(in_tag);
+        gpu::launch_elementwise(
+            stream_, plan, data,
+            gpu::UnaryFn<float, O, I, kOp>{typed<O>(out), typed<const I>(in),
+                                           static_cast<float>(scalar), plan.strides[1][0]});
+      });
     });
   });
 }
 
 void CudaBackend::binary(BinaryOp op, const TensorArg& out, const TensorArg& a,
                          const TensorArg& b) {
-  const auto plan =
-      plan_strided<3>(gpu::op_name(op), out.sizes, {&out.strides, &a.strides, &b.strides});
+  const char* name = gpu::op_name(op);
+  const auto plan = plan_strided<3>(name, out.sizes, {&out.strides, &a.strides, &b.strides});
   activate();
   math::dispatch_binary(op, [&](auto op_tag) {
     constexpr BinaryOp kOp = decltype(op_tag)::value;
-    if (out.dtype == DType::i64) {
-      if constexpr (math::takes_integers(kOp)) {
-        using T = std::int64_t;
-        launch_strided(stream_, plan,
-                       gpu::BinaryFn<T, kOp>{typed<T>(out), typed<const T>(a), typed<const T>(b)});
+    if (out.dtype == DType::i64 || out.dtype == DType::f64) {
+      KILN_CHECK(a.dtype == out.dtype && b.dtype == out.dtype, "{}: dtypes {}, {} and {} differ",
+                 name, out.dtype, a.dtype, b.dtype);
+      const auto run = [&](auto tag) {
+        using T = decltype(tag);
+        launch_strided(
+            stream_, plan,
+            gpu::BinaryFn<T, T, T, T, kOp>{typed<T>(out), typed<const T>(a), typed<const T>(b)});
+      };
+      if (out.dtype == DType::f64) {
+        run(double{});
+      } else if constexpr (math::takes_integers(kOp)) {
+        run(std::int64_t{});
       }
       return;
     }
-    dispatch_floating(out.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      launch_strided(stream_, plan,
-                     gpu::BinaryFn<T, kOp>{typed<T>(out), typed<const T>(a), typed<const T>(b)});
+    gpu::dispatch_float_or_bf16(name, out.dtype, [&](auto out_tag) {
+      gpu::dispatch_float_or_bf16(name, a.dtype, [&](auto a_tag) {
+        gpu::dispatch_float_or_bf16(name, b.dtype, [&](auto b_tag) {
+          using O = decltype(out_tag);
+          using A = decltype(a_tag);
+          using B = decltype(b_tag);
+          gpu::launch_elementwise(stream_, plan, {out.data, a.data, b.data},
+                                  gpu::BinaryFn<float, O, A, B, kOp>{
+                                      typed<O>(out), typed<const A>(a), typed<const B>(b),
+                                      plan.strides[1][0], plan.strides[2][0]});
+        });
+      });
     });
   });
 }

@@ -5,9 +5,11 @@
 // and the same dropout masks. Normals are computed in double, as on the CPU.
 #include <cstdint>
 
+#include "core/convert.h"
 #include "core/cuda/cuda_backend.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/launch.h"
+#include "core/cuda/packs.cuh"
 #include "core/philox.h"
 
 namespace kiln {
@@ -53,15 +55,44 @@ __global__ void __launch_bounds__(kThreads)
   });
 }
 
-// mask[i] where in is null (dropout_mask), else in[i] * mask[i] (dropout_apply).
-template <typename T>
+// mask[i] where in is null (dropout_mask), else in[i] * mask[i] (dropout_apply), stored as S and
+// computed in C (a bf16 in and out: the float32 product, rounded once). One thread per counter.
+template <typename S, typename C>
 __global__ void __launch_bounds__(kThreads)
-    dropout_kernel(T* out, const T* in, std::int64_t n, std::uint32_t threshold, T keep_value,
+    dropout_kernel(S* out, const S* in, std::int64_t n, std::uint32_t threshold, C keep_value,
                    std::uint64_t seed, std::uint64_t offset) {
   for_each_counter<4>(n, seed, offset, [&](std::int64_t i, int j, const philox::Words& w) {
-    const T mask = philox::dropout_keep(w.w[j], threshold) ? keep_value : T(0);
-    out[i] = in == nullptr ? mask : in[i] * mask;
+    const C mask = philox::dropout_keep(w.w[j], threshold) ? keep_value : C(0);
+    out[i] = convert<S>(in == nullptr ? mask : convert<C>(in[i]) * mask);
   });
+}
+
+// dropout_apply with in and out 16-byte aligned: each thread draws the two counters of a pack of
+// eight elements and moves them as one pack; the last n % 8 elements one by one. The same
+// counters and words per element as dropout_kernel, so the same bits.
+template <typename S, typename C>
+__global__ void __launch_bounds__(kThreads)
+    dropout_packed_kernel(S* out, const S* in, std::int64_t n, std::uint32_t threshold,
+                          C keep_value, std::uint64_t seed, std::uint64_t offset) {
+  static_assert(kPack == 8, "a pack is two counters of four words");
+  const std::int64_t packs = n / kPack;
+  for (std::int64_t p = thread_index(); p < packs; p += thread_count()) {
+    C values[kPack];
+    load_pack(in + p * kPack, values);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const philox::Words w = philox::draw(seed, offset + static_cast<std::uint64_t>(2 * p + half));
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        values[4 * half + j] *= philox::dropout_keep(w.w[j], threshold) ? keep_value : C(0);
+    }
+    store_pack(out + p * kPack, values);
+  }
+  for (std::int64_t i = packs * kPack + thread_index(); i < n; i += thread_count()) {
+    const philox::Words w = philox::draw(seed, offset + static_cast<std::uint64_t>(i / 4));
+    out[i] = convert<S>(convert<C>(in[i]) *
+                        (philox::dropout_keep(w.w[i % 4], threshold) ? keep_value : C(0)));
+  }
 }
 
 }  // namespace
@@ -99,19 +130,32 @@ void CudaBackend::dropout_mask(DType dtype, void* mask, std::int64_t n, double p
   dropout_apply(dtype, mask, nullptr, n, p, seed, offset);
 }
 
-// in may be null here: then the kernel writes the mask itself (dropout_mask).
+// in may be null here: then the kernel writes the mask itself (dropout_mask). A bf16 in and out
+// (kernels_read_bf16) multiply in float32.
 void CudaBackend::dropout_apply(DType dtype, void* out, const void* in, std::int64_t n, double p,
                                 std::uint64_t seed, std::uint64_t offset) {
   if (n == 0) return;
   activate();
   const std::uint32_t threshold = philox::dropout_threshold(p);
-  dispatch_floating(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T keep_value = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
-    KILN_LAUNCH(gpu::blocks_for((n + 3) / 4), gpu::kThreads, stream_, gpu::dropout_kernel<T>)
-    (static_cast<T*>(out), static_cast<const T*>(in), n, threshold, keep_value, seed, offset);
+  const auto run = [&](auto storage_tag, auto compute_tag) {
+    using S = decltype(storage_tag);
+    using C = decltype(compute_tag);
+    const C keep_value = p < 1.0 ? static_cast<C>(1.0 / (1.0 - p)) : C(0);
+    if (in != nullptr && gpu::aligned16(out) && gpu::aligned16(in) && n >= gpu::kPack) {
+      KILN_LAUNCH(gpu::blocks_for(n / gpu::kPack), gpu::kThreads, stream_,
+                  gpu::dropout_packed_kernel<S, C>)
+      (static_cast<S*>(out), static_cast<const S*>(in), n, threshold, keep_value, seed, offset);
+    } else {
+      KILN_LAUNCH(gpu::blocks_for((n + 3) / 4), gpu::kThreads, stream_, gpu::dropout_kernel<S, C>)
+      (static_cast<S*>(out), static_cast<const S*>(in), n, threshold, keep_value, seed, offset);
+    }
     KILN_CUDA_CHECK_LAUNCH();
-  });
+  };
+  if (dtype == DType::bf16 && in != nullptr) {
+    run(bf16{}, float{});
+    return;
+  }
+  dispatch_floating(dtype, [&](auto tag) { run(tag, tag); });
 }
 
 }  // namespace kiln
