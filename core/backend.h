@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -221,6 +222,25 @@ struct IndexArgs {
   // speaks of a target and classes.
   bool targets = false;
   std::int64_t ignore_index = 0;
+};
+
+// ---- Multi-tensor optimizer kernels (adam_update_many, sum_squares_many)
+
+// One parameter of a multi-tensor Adam update: n contiguous elements in each array, and its own
+// arguments (its group's lr and weight decay; every entry may differ).
+struct AdamTensor {
+  std::int64_t n = 0;
+  void* param = nullptr;
+  const void* grad = nullptr;
+  void* exp_avg = nullptr;
+  void* exp_avg_sq = nullptr;
+  AdamArgs args;
+};
+
+// One input of sum_squares_many: n contiguous elements.
+struct SquaresInput {
+  std::int64_t n = 0;
+  const void* data = nullptr;
 };
 
 class Backend {
