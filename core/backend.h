@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,6 +31,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/optimizer_args.h"
+#include "core/profiler.h"
 #include "core/shape.h"
 
 namespace kiln {
@@ -268,6 +270,10 @@ class Backend {
   // core/backend_kernels.h): ops then also keep their other data-dependent checks and counts on
   // the device (linear_cross_entropy's count of targets), so that a training step never waits.
   virtual bool checks_on_device() const { return false; }
+
+  // A clock of the device's own time for the profiler (profile::time_device, core/profiler.h):
+  // CUDA events on the backend's stream. Null for the CPU, whose host clock is its device's.
+  virtual std::unique_ptr<profile::DeviceClock> device_clock() { return nullptr; }
 
   // ---- Kernels, one list for the interface and both backends (core/backend_kernels.h)
 #define KILN_KERNEL(result, name, parameters) virtual result name parameters = 0;

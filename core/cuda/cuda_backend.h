@@ -54,6 +54,7 @@ class CudaBackend final : public Backend {
 
   // ---- Backend
   bool checks_on_device() const override { return true; }
+  std::unique_ptr<profile::DeviceClock> device_clock() override;
   void* allocate(std::size_t nbytes) override;
   void deallocate(void* ptr, std::size_t nbytes) override;
   void copy_from_host(void* dst, const void* src, std::size_t nbytes) override;
