@@ -249,6 +249,7 @@ int main(int argc, char** argv) {
     }
     const std::optional<profile::DeviceClock::Totals> device_totals =
         profile_steps ? profile::device_totals() : std::nullopt;
+    profile::time_device(nullptr);  // its events go back while the CUDA runtime is up
     if (device_totals) {
       // The device's own time per family, between CUDA events recorded at each switch of family
       // (core/profiler.h); on the emulated device the emulator's host clock between records.

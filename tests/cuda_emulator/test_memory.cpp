@@ -176,7 +176,7 @@ TEST_CASE("emulator/a tensor beyond the memory limit is a kiln::Error naming the
   REQUIRE(fits.sum().item<float>() == 0.0f);
 }
 
-TEST_CASE("emulator/events hold the host clock of their record; a wait on one is counted",
+TEST_CASE("emulator/events hold the host clock of their record, and a wait on one is counted",
           "[emulator]") {
   cudaEvent_t start = nullptr, end = nullptr;
   REQUIRE(cudaEventCreate(&start) == cudaSuccess);
