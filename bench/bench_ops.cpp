@@ -15,12 +15,22 @@
 //   attention_tiled|materialized T ...  causal attention forward + backward: time, peak memory
 // First it prints the CPU, threads, compiler flags and GEMM source. --quick runs fewer
 // repetitions (under 30 s on a 2-core machine); --cpu-time times by CPU time (a shared machine).
+//
+// --device cuda times the CUDA backend's kernels instead, each by CUDA events recorded on the
+// backend's stream around one call (the median of several; never the host clock, which only sees
+// the launches), on gpt2-small's shapes (bench_train --config gpt2-small), or tiny ones with
+// --tiny (a check that everything runs; on the emulator the times are its host clock's):
+//   gemm M N K f32|bf16 GFLOP/s           cuBLAS through the backend, as training calls it
+//   <kernel> rows cols GB/s               the row kernels, bytes read + written per second
+//   adam_update_many / sum_squares_many   every gpt2-small parameter in one call, GB/s
+//   attention T ... fwd+bwd ms            the fused causal attention op, forward + backward
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -40,6 +50,7 @@
 #include "core/cpu/packed_gemm_bf16.h"
 #include "core/kiln.h"
 #include "core/ops/op_utils.h"
+#include "core/profiler.h"
 
 using namespace kiln;
 
@@ -353,6 +364,191 @@ void bench_attention(std::int64_t T, int threads, int repeats) {
   }
 }
 
+// ---- CUDA (--device cuda)
+
+// Median seconds of one call of `run` on the device, by CUDA events around each call (the
+// backend's device clock, core/profiler.h), after one warm-up call.
+double device_median(profile::DeviceClock& clock, int repeats, const std::function<void()>& run) {
+  run();
+  std::vector<double> seconds;
+  for (int r = 0; r < repeats; ++r) {
+    clock.restart();
+    run();
+    clock.mark(profile::Family::other);
+    seconds.push_back(clock.totals()[static_cast<std::size_t>(profile::Family::other)]);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+struct CudaShapes {
+  std::int64_t tokens, d_model, ff, vocab, layers, heads, batch, seq_len;
+};
+
+void bench_cuda(Device device, const CudaShapes& s, int repeats) {
+  Backend& backend = backend_for(device);
+  const std::unique_ptr<profile::DeviceClock> clock = backend.device_clock();
+  KILN_CHECK(clock != nullptr, "--device {}: its backend has no device clock", device);
+  Generator gen(4);
+  const TensorOptions f32{DType::f32, device};
+  const auto gb_per_s = [](double bytes, double seconds) { return bytes / seconds * 1e-9; };
+
+  // The step's GEMMs (forward shapes; the backward's are their transposes), float32 and bf16.
+  struct Product {
+    std::int64_t m, n, k;
+    const char* what;
+  };
+  const std::vector<Product> products = {{s.tokens, 3 * s.d_model, s.d_model, "QKV projection"},
+                                         {s.tokens, s.ff, s.d_model, "FFN up"},
+                                         {s.tokens, s.d_model, s.ff, "FFN down"},
+                                         {s.tokens, s.vocab, s.d_model, "logits"}};
+  for (const Product& p : products) {
+    const Tensor a = uniform({p.m, p.k}, -1, 1, f32, &gen),
+                 b = uniform({p.n, p.k}, -1, 1, f32, &gen);
+    const Tensor a16 = a.to(DType::bf16), b16 = b.to(DType::bf16);
+    const Tensor c = empty({p.m, p.n}, f32);
+    for (bool bf16 : {false, true}) {
+      GemmArgs args;
+      args.m = p.m, args.n = p.n, args.k = p.k, args.trans_b = true;
+      args.bf16_operands = bf16;
+      args.a = bf16 ? a16.raw_data() : a.raw_data(), args.lda = p.k;
+      args.b = bf16 ? b16.raw_data() : b.raw_data(), args.ldb = p.k;
+      args.c = c.raw_data(), args.ldc = p.n;
+      const double sec = device_median(*clock, repeats, [&] { backend.gemm(args); });
+      std::printf("gemm %lld %lld %lld %-4s %8.1f GFLOP/s   %s\n", static_cast<long long>(p.m),
+                  static_cast<long long>(p.n), static_cast<long long>(p.k), bf16 ? "bf16" : "f32",
+                  2.0 * p.m * p.n * p.k / sec * 1e-9, p.what);
+      std::fflush(stdout);
+    }
+  }
+
+  // Row kernels on float32 rows: the vocabulary's (softmax, cross-entropy) and the model's (layer
+  // norm), bytes counted as bench_ops counts them on the CPU.
+  const auto rows_line = [&](const char* name, std::int64_t rows, std::int64_t cols,
+                             double bytes_per_element, const std::function<void()>& run) {
+    const double sec = device_median(*clock, repeats, run);
+    std::printf("%s %lld %lld %.2f GB/s\n", name, static_cast<long long>(rows),
+                static_cast<long long>(cols), gb_per_s(bytes_per_element * rows * cols, sec));
+    std::fflush(stdout);
+  };
+  {
+    const std::int64_t rows = s.tokens, cols = s.vocab;
+    const Tensor x = uniform({rows, cols}, -3, 3, f32, &gen),
+                 dy = uniform({rows, cols}, -1, 1, f32, &gen);
+    Tensor y = empty({rows, cols}, f32), dx = empty({rows, cols}, f32);
+    SoftmaxArgs sm;
+    sm.rows = rows, sm.cols = cols;
+    rows_line("softmax_forward", rows, cols, 8,
+              [&] { backend.softmax_forward(sm, x.raw_data(), y.raw_data()); });
+    rows_line("softmax_backward", rows, cols, 12,
+              [&] { backend.softmax_backward(sm, y.raw_data(), dy.raw_data(), dx.raw_data()); });
+    std::vector<std::int64_t> ids(rows);
+    for (std::int64_t i = 0; i < rows; ++i) ids[i] = (i * 7919) % cols;
+    const Tensor targets = from_vector(ids, {rows}, device);
+    Tensor loss = empty({rows}, f32), stats = empty({rows, 2}, f32);
+    const Tensor one = ones({}, f32);
+    const CrossEntropyArgs ce{
+        .dtype = DType::f32, .rows = rows, .cols = cols, .ignore_index = -100, .scale = 1.0 / rows};
+    const auto* target_ids = static_cast<const std::int64_t*>(targets.raw_data());
+    rows_line("cross_entropy_forward", rows, cols, 4, [&] {
+      backend.cross_entropy_forward(ce, x.raw_data(), target_ids, loss.raw_data(),
+                                    stats.raw_data());
+    });
+    rows_line("cross_entropy_backward", rows, cols, 8, [&] {
+      backend.cross_entropy_backward(ce, x.raw_data(), target_ids, stats.raw_data(), one.raw_data(),
+                                     dx.raw_data());
+    });
+  }
+  {
+    const std::int64_t rows = s.tokens, cols = s.d_model;
+    const Tensor x = uniform({rows, cols}, -3, 3, f32, &gen),
+                 dy = uniform({rows, cols}, -1, 1, f32, &gen);
+    Tensor y = empty({rows, cols}, f32), dx = empty({rows, cols}, f32);
+    const Tensor gamma = ones({cols}, f32), beta = zeros({cols}, f32);
+    Tensor mean = empty({rows}, f32), rstd = empty({rows}, f32);
+    Tensor dgamma = empty({cols}, f32), dbeta = empty({cols}, f32);
+    const LayerNormArgs ln{.dtype = DType::f32, .rows = rows, .cols = cols, .eps = 1e-5};
+    rows_line("layer_norm_forward", rows, cols, 8, [&] {
+      backend.layer_norm_forward(ln, x.raw_data(), gamma.raw_data(), beta.raw_data(), y.raw_data(),
+                                 mean.raw_data(), rstd.raw_data());
+    });
+    rows_line("layer_norm_backward", rows, cols, 12, [&] {
+      backend.layer_norm_backward(ln, x.raw_data(), gamma.raw_data(), mean.raw_data(),
+                                  rstd.raw_data(), dy.raw_data(), dx.raw_data(), dgamma.raw_data(),
+                                  dbeta.raw_data());
+    });
+  }
+
+  // The optimizer over the model's parameter shapes: per layer QKV, out, FFN up and down weights
+  // and biases and two layer norms, then the embedding (tied head) and the final norm.
+  {
+    std::vector<std::int64_t> sizes;
+    for (std::int64_t l = 0; l < s.layers; ++l)
+      for (std::int64_t n : {3 * s.d_model * s.d_model, 3 * s.d_model, s.d_model * s.d_model,
+                             s.d_model, s.ff * s.d_model, s.ff, s.d_model * s.ff, s.d_model,
+                             s.d_model, s.d_model, s.d_model, s.d_model})
+        sizes.push_back(n);
+    for (std::int64_t n : {s.vocab * s.d_model, s.d_model, s.d_model}) sizes.push_back(n);
+    std::vector<Tensor> params, grads, m, v;
+    std::vector<AdamTensor> adam;
+    std::vector<SquaresInput> squares;
+    std::int64_t total = 0;
+    for (std::int64_t n : sizes) {
+      params.push_back(uniform({n}, -1, 1, f32, &gen));
+      grads.push_back(uniform({n}, -1, 1, f32, &gen));
+      m.push_back(zeros({n}, f32));
+      v.push_back(zeros({n}, f32));
+      AdamArgs args;
+      args.weight_decay = 0.1, args.decoupled_weight_decay = true;
+      adam.push_back({.n = n,
+                      .param = params.back().raw_data(),
+                      .grad = grads.back().raw_data(),
+                      .exp_avg = m.back().raw_data(),
+                      .exp_avg_sq = v.back().raw_data(),
+                      .args = args});
+      squares.push_back({.n = n, .data = grads.back().raw_data()});
+      total += n;
+    }
+    const Tensor sums = empty({static_cast<std::int64_t>(sizes.size())}, f32);
+    const double adam_sec =
+        device_median(*clock, repeats, [&] { backend.adam_update_many(DType::f32, adam); });
+    std::printf("adam_update_many %zu tensors %lld elements %.2f GB/s\n", sizes.size(),
+                static_cast<long long>(total), gb_per_s(7.0 * 4 * total, adam_sec));
+    const double squares_sec = device_median(
+        *clock, repeats, [&] { backend.sum_squares_many(DType::f32, squares, sums.raw_data()); });
+    std::printf("sum_squares_many %zu tensors %lld elements %.2f GB/s\n", sizes.size(),
+                static_cast<long long>(total), gb_per_s(4.0 * total, squares_sec));
+    std::fflush(stdout);
+  }
+
+  // Causal attention forward + backward on a fused QKV projection (B, T, 3 d), float32 and bf16
+  // (autocast).
+  {
+    const std::int64_t d = s.d_model, heads = s.heads;
+    const Tensor projected32 = uniform({s.batch, s.seq_len, 3 * d}, -1, 1, f32, &gen);
+    const Tensor grad32 = uniform({s.batch, s.seq_len, d}, -1, 1, f32, &gen);
+    const Tensor projected = projected32.detach().requires_grad_();
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      const double sec = device_median(*clock, repeats, [&] {
+        // bf16: as training runs it, the float32 projection under autocast.
+        const Autocast mixed(dtype == DType::bf16 ? Precision::bf16 : Precision::f32);
+        const Tensor out = causal_attention(projected, heads, heads, 0.0, true);
+        out.backward(grad32);  // a bf16 activation's gradient is float32 (core/autocast.h)
+        projected.set_grad(Tensor());
+      });
+      // FlashAttention's count: forward 4 B h T^2 d_head (QK^T and AV), the backward 2.5 times
+      // that, halved by the causal mask.
+      const double flops = 7.0 * s.batch * heads * s.seq_len * s.seq_len * (d / heads);
+      std::printf(
+          "attention %s B %lld T %lld heads %lld d_head %lld fwd+bwd %.3f ms %.1f GFLOP/s\n",
+          dtype_name(dtype).data(), static_cast<long long>(s.batch),
+          static_cast<long long>(s.seq_len), static_cast<long long>(heads),
+          static_cast<long long>(d / heads), 1e3 * sec, flops / sec * 1e-9);
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -374,11 +570,40 @@ int main(int argc, char** argv) {
   app.add_flag("--attention-only", attention_only, "only the attention rows");
   app.add_flag("--gemm-only", gemm_only, "only the GEMM rows");
   app.add_flag("--rows-only", rows_only, "only the row kernels");
+  std::string device_name = "cpu";
+  app.add_option("--device", device_name,
+                 "cpu, or cuda (cuda:N): the CUDA kernels on gpt2-small's shapes, timed by CUDA "
+                 "events")
+      ->capture_default_str();
+  bool tiny = false;
+  app.add_flag("--tiny", tiny, "with --device cuda: tiny shapes (a check that everything runs)");
   CLI11_PARSE(app, argc, argv);
   if (quick && app.count("--attention-seq-lens") == 0) attention_lengths = {256, 1024};
   try {
     std::printf("%s\n", environment_summary().c_str());
     const int repeats = quick ? 3 : 7;
+    const Device device = Device::parse(device_name);
+    if (device.is_cuda()) {
+      std::printf("device %s: %s\n", device.str().c_str(), cuda_device_name(device.index).c_str());
+      const CudaShapes shapes = tiny ? CudaShapes{.tokens = 64,
+                                                  .d_model = 32,
+                                                  .ff = 64,
+                                                  .vocab = 97,
+                                                  .layers = 2,
+                                                  .heads = 2,
+                                                  .batch = 2,
+                                                  .seq_len = 32}
+                                     : CudaShapes{.tokens = 8192,
+                                                  .d_model = 768,
+                                                  .ff = 3072,
+                                                  .vocab = 50257,
+                                                  .layers = 12,
+                                                  .heads = 12,
+                                                  .batch = 8,
+                                                  .seq_len = 1024};
+      bench_cuda(device, shapes, repeats);
+      return 0;
+    }
     // The square sizes, then the default model's training GEMMs as bench_train --profile lists
     // them (the same m n k and transposes), to compare the step's GEMMs with the BLAS alone.
     const std::vector<GemmCase> gemms = {

@@ -12,11 +12,15 @@
 // docs/mixed-precision.md); with --profile it ends with RESULT gemm <path> gflops <rate>, the
 // step's GEMMs by path: f32, bf16-native (the VDPBF16PS kernel) or bf16-widen (KILN_GEMM=widen, or
 // a CPU without AVX512_BF16).
+// On CUDA, --profile prints the device's time per family instead, from CUDA events recorded at
+// each switch of family and read once at the end (the host clock only says when kernels were
+// queued); the events cost a record per switch, so take tokens/s from a run without it.
 //
 //   build/bench/bench_train --config default --threads 2 --profile
 //   build/bench/bench_train --config default --precision bf16
 //   OMP_WAIT_POLICY=passive build/bench/bench_train --cpu-time   # on a machine shared with others
 //   build/bench/bench_train --device cuda --config gpt2-small --precision bf16
+//   build/bench/bench_train --device cuda --config gpt2-small --precision bf16 --profile
 #include <sys/resource.h>
 #include <time.h>
 
@@ -135,9 +139,6 @@ int main(int argc, char** argv) {
     BenchConfig c = config_named(config_name);
     if (batch_override > 0) c.batch = batch_override;
     const Device device = Device::parse(device_name);
-    KILN_CHECK(!(profile_steps && device.is_cuda()),
-               "--profile times op families by the host clock, which says nothing of a GPU's "
-               "asynchronous kernels; leave it out with --device cuda");
     KILN_CHECK(!(cpu_time && device.is_cuda()),
                "--cpu-time is for the CPU; leave it out with "
                "--device cuda");
@@ -204,6 +205,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < warmup; ++i) step();
     if (warmup > 0) read_loss();
     profile::enable(profile_steps);
+    // On a GPU the host clock says when kernels were queued; CUDA events time the device.
+    if (profile_steps) profile::time_device(backend.device_clock());
     std::vector<double> rates;
     double timed_seconds = 0.0;
     const auto now = [&] {
@@ -244,7 +247,24 @@ int main(int argc, char** argv) {
           static_cast<double>(backend.peak_bytes_in_use()) / (1 << 20), llmc_flops, achieved_tflops,
           mfu.c_str());
     }
-    if (profile_steps) {
+    const std::optional<profile::DeviceClock::Totals> device_totals =
+        profile_steps ? profile::device_totals() : std::nullopt;
+    profile::time_device(nullptr);  // its events go back while the CUDA runtime is up
+    if (device_totals) {
+      // The device's own time per family, between CUDA events recorded at each switch of family
+      // (core/profiler.h); on the emulated device the emulator's host clock between records.
+      double device_seconds = 0.0;
+      for (double s : *device_totals) device_seconds += s;
+      const double steps = windows * steps_per_window;
+      std::printf("device time per family (CUDA events) over %d steps: %.2f ms/step\n",
+                  windows * steps_per_window, 1e3 * device_seconds / steps);
+      for (std::size_t f = 0; f < device_totals->size(); ++f) {
+        if ((*device_totals)[f] <= 0.0) continue;
+        std::printf("  %5.1f%%  %8.3f ms/step  %s\n", 100.0 * (*device_totals)[f] / device_seconds,
+                    1e3 * (*device_totals)[f] / steps,
+                    std::string(profile::name(static_cast<profile::Family>(f))).c_str());
+      }
+    } else if (profile_steps) {
       const auto totals = profile::totals();
       std::printf("profile over %d steps (%.2f s):\n", windows * steps_per_window, timed_seconds);
       for (std::size_t f = 0; f < totals.size(); ++f) {

@@ -23,12 +23,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/optimizer_args.h"
+#include "core/profiler.h"
 #include "core/shape.h"
 
 namespace kiln {
@@ -223,6 +226,25 @@ struct IndexArgs {
   std::int64_t ignore_index = 0;
 };
 
+// ---- Multi-tensor optimizer kernels (adam_update_many, sum_squares_many)
+
+// One parameter of a multi-tensor Adam update: n contiguous elements in each array, and its own
+// arguments (its group's lr and weight decay; every entry may differ).
+struct AdamTensor {
+  std::int64_t n = 0;
+  void* param = nullptr;
+  const void* grad = nullptr;
+  void* exp_avg = nullptr;
+  void* exp_avg_sq = nullptr;
+  AdamArgs args;
+};
+
+// One input of sum_squares_many: n contiguous elements.
+struct SquaresInput {
+  std::int64_t n = 0;
+  const void* data = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -248,6 +270,10 @@ class Backend {
   // core/backend_kernels.h): ops then also keep their other data-dependent checks and counts on
   // the device (linear_cross_entropy's count of targets), so that a training step never waits.
   virtual bool checks_on_device() const { return false; }
+
+  // A clock of the device's own time for the profiler (profile::time_device, core/profiler.h):
+  // CUDA events on the backend's stream. Null for the CPU, whose host clock is its device's.
+  virtual std::unique_ptr<profile::DeviceClock> device_clock() { return nullptr; }
 
   // ---- Kernels, one list for the interface and both backends (core/backend_kernels.h)
 #define KILN_KERNEL(result, name, parameters) virtual result name parameters = 0;

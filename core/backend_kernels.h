@@ -113,6 +113,14 @@ KILN_KERNEL(void, adam_update,
 KILN_KERNEL(void, sgd_update,
             (DType dtype, std::int64_t n, void* param, const void* grad, void* momentum_buffer,
              const SgdArgs& args))
+// adam_update on every entry of `tensors` (one dtype), each with its own args, results equal to
+// adam_update's bit for bit. A backend may update them all at once: CUDA makes one launch over
+// a device table of chunks, however many tensors (PyTorch's multi_tensor_apply).
+KILN_KERNEL(void, adam_update_many, (DType dtype, std::span<const AdamTensor> tensors))
+// out[i] (tensors.size() values of `dtype`) = Σ x² over tensors[i], summed in float64 and
+// rounded once (0 for an empty tensor). CPU: sum_squares on each; CUDA: two launches however
+// many tensors, deterministic (core/cuda/optim.cu states the order).
+KILN_KERNEL(void, sum_squares_many, (DType dtype, std::span<const SquaresInput> tensors, void* out))
 // The step ledger (StepLedger, core/optimizer_args.h) from the step's window losses and the
 // gradients' sums of squares (float64), in one thread and in order, as the host would add them.
 KILN_KERNEL(void, step_guard,

@@ -18,11 +18,15 @@ std::array<double, static_cast<std::size_t>(Family::count)> seconds{};
 // Open scopes of the thread that drives the model (kiln's ops are called from one thread).
 thread_local std::vector<Family> open_scopes;
 thread_local Clock::time_point last_switch;
+std::unique_ptr<DeviceClock> device_clock;
 
-void charge(Family family, Clock::time_point now) {
+// Charges the time since the last switch to `family`; with `switching` (the charged family
+// changes now) the device clock marks its queue too.
+void charge(Family family, Clock::time_point now, bool switching = true) {
   seconds[static_cast<std::size_t>(family)] +=
       std::chrono::duration<double>(now - last_switch).count();
   last_switch = now;
+  if (switching && device_clock != nullptr) device_clock->mark(family);
 }
 
 bool is_region(Family f) {
@@ -65,7 +69,19 @@ void enable(bool on) {
     gemm_by_shape.clear();
     open_scopes.clear();
     last_switch = Clock::now();
+    if (device_clock != nullptr) device_clock->restart();
   }
+}
+
+void time_device(std::unique_ptr<DeviceClock> clock) {
+  device_clock = std::move(clock);
+  if (device_clock != nullptr) device_clock->restart();
+}
+
+std::optional<DeviceClock::Totals> device_totals() {
+  if (device_clock == nullptr) return std::nullopt;
+  if (collecting) device_clock->mark(current());
+  return device_clock->totals();
 }
 
 bool enabled() { return collecting; }
@@ -104,14 +120,16 @@ Family effective(Family requested) {
 }
 
 void Scope::enter(Family family) {
-  charge(current(), Clock::now());
+  const Family before = current();
+  charge(before, Clock::now(), family != before);
   open_scopes.push_back(family);
   active_ = true;
 }
 
 void Scope::leave() {
-  charge(current(), Clock::now());
+  const Family leaving = current();
   open_scopes.pop_back();
+  charge(leaving, Clock::now(), leaving != current());
 }
 
 }  // namespace kiln::profile

@@ -1,5 +1,7 @@
 // A step profiler: wall time per op family, for bench_train --profile. Off by default; when off,
-// each scope costs one branch.
+// each scope costs one branch. On a GPU, whose kernels run asynchronously, the host clock says
+// when work was queued, not how long it ran: a DeviceClock (time_device below) then times the
+// device's own queue per family as well.
 //
 // Families are regions: an op or module opens a scope, nested scopes charge their own family
 // and pause the enclosing one (exclusive time), and a region opened by a module (attention, the
@@ -10,6 +12,8 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -61,6 +65,30 @@ GemmTotals gemm_totals();
 // Per shape, the most time first.
 std::vector<std::pair<GemmShape, GemmTotals>> gemm_shapes();
 void add_gemm(const GemmShape& shape, double elapsed_seconds);
+
+// The device's own time per family. At every switch of the charged family the clock marks the
+// device's queue (CUDA: an event recorded on the backend's stream, core/cuda/event_clock.cpp), and
+// the device time between two consecutive marks is charged to the family charged between them:
+// the time the device spent on the work queued then (and any time it sat idle waiting for the
+// host to queue more). It waits for the device only when asked for its totals (the report), never
+// per scope.
+class DeviceClock {
+ public:
+  using Totals = std::array<double, static_cast<std::size_t>(Family::count)>;
+  virtual ~DeviceClock() = default;
+  // Forgets every mark and total, then marks the queue: the start of the first interval.
+  virtual void restart() = 0;
+  // Marks the queue: the device time since the previous mark is `family`'s.
+  virtual void mark(Family family) = 0;
+  // Seconds charged to each family since restart(); waits for the device's last mark.
+  virtual Totals totals() = 0;
+};
+
+// Times a device's queue with `clock` (from Backend::device_clock(), core/backend.h) beside the
+// host clock, from now on (restarted by enable(true)); nullptr stops it.
+void time_device(std::unique_ptr<DeviceClock> clock);
+// The device clock's seconds per family since it started, or nullopt without one.
+std::optional<DeviceClock::Totals> device_totals();
 
 // Charges the time until destruction to `family` (exclusive of nested scopes).
 class Scope {

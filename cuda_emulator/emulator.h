@@ -36,8 +36,9 @@ bool uses_protection_keys();
 
 std::int64_t kernel_launches();  // kernels run so far
 // Calls that would block the host on a GPU, so far: cudaDeviceSynchronize, cudaStreamSynchronize,
-// cudaMemcpy (any direction) and cudaMemcpyAsync from device to host (pageable memory, as kiln's
-// host buffers are). A test counts a training step's waits with it (docs/cuda-emulator.md).
+// cudaEventSynchronize, cudaMemcpy (any direction) and cudaMemcpyAsync from device to host
+// (pageable memory, as kiln's host buffers are). A test counts a training step's waits with it
+// (docs/cuda-emulator.md).
 std::int64_t host_synchronizations();
 
 // From the caching allocator: the first `used` bytes of `block` (a cudaMalloc'd pointer) are

@@ -3,6 +3,7 @@
 // names, one or more identical devices (KILN_EMULATOR_DEVICES), CUDA's error codes and strings.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +25,13 @@ struct CUstream_st {
   unsigned flags;
 };
 
+// An event: the host's steady clock when it was last recorded (every call is synchronous, so
+// the work queued before it has run by then).
+struct CUevent_st {
+  bool recorded = false;
+  std::chrono::steady_clock::time_point at;
+};
+
 namespace kiln::emulator {
 
 namespace {
@@ -38,6 +46,14 @@ std::set<cudaStream_t>& streams() {
   static auto* live = new std::set<cudaStream_t>;
   return *live;
 }
+
+std::set<cudaEvent_t>& events() {
+  static auto* live = new std::set<cudaEvent_t>;
+  return *live;
+}
+
+// Errors unless `event` was created and not destroyed (and, with `recorded`, has been recorded).
+cudaError_t check_event(const char* call, cudaEvent_t event, bool recorded);
 
 using Lock = std::lock_guard<std::recursive_mutex>;
 
@@ -123,6 +139,17 @@ cudaError_t set(const char* call, void* ptr, int value, std::size_t count, cudaS
     return failed(cudaErrorInvalidValue, fmt::format("{}({} bytes): {}", call, count, *problem));
   const DeviceAccess access;
   std::memset(ptr, value, count);
+  return cudaSuccess;
+}
+
+cudaError_t check_event(const char* call, cudaEvent_t event, bool recorded) {
+  const Lock lock(runtime_lock());
+  if (events().count(event) == 0)
+    return failed(cudaErrorInvalidResourceHandle,
+                  fmt::format("{}: {} is not an event", call, hex(event)));
+  if (recorded && !event->recorded)
+    return failed(cudaErrorInvalidResourceHandle,
+                  fmt::format("{}: event {} was never recorded", call, hex(event)));
   return cudaSuccess;
 }
 
@@ -288,6 +315,54 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return cudaSuccess;
 }
 
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  if (event == nullptr) return failed(cudaErrorInvalidValue, "cudaEventCreate: event is null");
+  const Lock lock(runtime_lock());
+  *event = new CUevent_st;
+  events().insert(*event);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (const cudaError_t error = check_event("cudaEventDestroy", event, false); error != cudaSuccess)
+    return error;
+  const Lock lock(runtime_lock());
+  events().erase(event);
+  delete event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (const cudaError_t error = check_event("cudaEventRecord", event, false); error != cudaSuccess)
+    return error;
+  if (!is_valid_stream(stream))
+    return failed(cudaErrorInvalidResourceHandle,
+                  fmt::format("cudaEventRecord: {} is not a stream", hex(stream)));
+  event->recorded = true;
+  event->at = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) { return check_event("cudaEventQuery", event, true); }
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (const cudaError_t error = check_event("cudaEventSynchronize", event, true);
+      error != cudaSuccess)
+    return error;
+  count_host_wait();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (ms == nullptr) return failed(cudaErrorInvalidValue, "cudaEventElapsedTime: ms is null");
+  for (cudaEvent_t event : {start, end})
+    if (const cudaError_t error = check_event("cudaEventElapsedTime", event, true);
+        error != cudaSuccess)
+      return error;
+  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
+  return cudaSuccess;
+}
+
 cudaError_t cudaGetLastError() {
   const cudaError_t error = last_error;
   last_error = cudaSuccess;
@@ -326,6 +401,9 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidResourceHandle:
       text = "invalid resource handle";
       break;
+    case cudaErrorNotReady:
+      text = "device not ready";
+      break;
     case cudaErrorIllegalAddress:
       text = "an illegal memory access was encountered";
       break;
@@ -360,6 +438,8 @@ const char* cudaGetErrorName(cudaError_t error) {
       return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle:
       return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
     case cudaErrorIllegalAddress:
       return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure:

@@ -1,7 +1,9 @@
 // Adam's and AdamW's fused update (the equations are in optim/adam.h).
 #include "optim/adam.h"
 
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "core/ops/optimizer_update.h"
 
@@ -43,17 +45,32 @@ AdamW::AdamW(NamedTensors params, AdamWOptions options)
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
     : Adam("AdamW", std::move(groups), as_adam(options), true) {}
 
-void Adam::update(Param& p, const Group& group, const Tensor& grad, double grad_scale,
-                  const Tensor& guard) {
-  const AdamArgs args{.lr = group.lr,
-                      .beta1 = options_.beta1,
-                      .beta2 = options_.beta2,
-                      .eps = options_.eps,
-                      .weight_decay = group.weight_decay,
-                      .decoupled_weight_decay = decoupled_,
-                      .step = step_count(),
-                      .grad_scale = grad_scale};
-  adam_update_(p.tensor, grad, p.state[0], p.state[1], args, guard);
+// One multi-tensor update per (device, dtype) of the parameters, in order of first appearance:
+// on CUDA a fixed number of launches however many parameters.
+void Adam::update(std::span<const Pending> pending, double grad_scale, const Tensor& guard) {
+  std::vector<std::vector<AdamParamUpdate>> buckets;
+  for (const Pending& u : pending) {
+    const Param& p = *u.param;
+    const AdamArgs args{.lr = u.group->lr,
+                        .beta1 = options_.beta1,
+                        .beta2 = options_.beta2,
+                        .eps = options_.eps,
+                        .weight_decay = u.group->weight_decay,
+                        .decoupled_weight_decay = decoupled_,
+                        .step = step_count(),
+                        .grad_scale = grad_scale};
+    const auto same = [&](const std::vector<AdamParamUpdate>& b) {
+      return b[0].param.device() == p.tensor.device() && b[0].param.dtype() == p.tensor.dtype();
+    };
+    auto bucket = std::find_if(buckets.begin(), buckets.end(), same);
+    if (bucket == buckets.end()) bucket = buckets.emplace(buckets.end());
+    bucket->push_back({.param = p.tensor,
+                       .grad = u.grad,
+                       .exp_avg = p.state[0],
+                       .exp_avg_sq = p.state[1],
+                       .args = args});
+  }
+  for (const std::vector<AdamParamUpdate>& bucket : buckets) adam_update_many_(bucket, guard);
 }
 
 }  // namespace kiln

@@ -55,8 +55,7 @@ class Adam : public Optimizer {
   Adam(std::string name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
 
  private:
-  void update(Param& p, const Group& group, const Tensor& grad, double grad_scale,
-              const Tensor& guard) override;
+  void update(std::span<const Pending> pending, double grad_scale, const Tensor& guard) override;
 
   AdamOptions options_;
   bool decoupled_;

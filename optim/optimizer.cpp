@@ -144,13 +144,14 @@ void Optimizer::step_with(double grad_scale, const Tensor& guard) {
   profile::Scope scope(profile::Family::optimizer);
   NoGradGuard no_grad;
   ++step_;
+  std::vector<Pending> pending;
   for (Group& group : groups_) {
     for (Param& p : group.params) {
       const Tensor grad = p.tensor.grad();
-      if (!grad.defined()) continue;
-      update(p, group, grad.contiguous(), grad_scale, guard);  // bumps p's and its state's versions
+      if (grad.defined()) pending.push_back({&p, &group, grad.contiguous()});
     }
   }
+  update(pending, grad_scale, guard);  // bumps the parameters' and their state's versions
 }
 
 void Optimizer::zero_grad() {

@@ -1,8 +1,9 @@
 // Optimizer: the base of kiln's optimizers (optim/sgd.h, optim/adam.h). It holds named parameters
 // in groups, each group with its own learning rate and weight decay, plus per-parameter state
-// (momentum buffers, Adam moments), and updates every parameter that has a gradient with one fused
-// op per parameter (sgd_update_ / adam_update_, core/ops/optimizer_update.h) on the parameter's
-// device, under NoGradGuard. optim knows only tensors: a model hands over its named_parameters().
+// (momentum buffers, Adam moments), and updates every parameter that has a gradient with fused ops
+// (sgd_update_ per parameter, adam_update_many_ for all at once: core/ops/optimizer_update.h) on
+// the parameters' device, under NoGradGuard. optim knows only tensors: a model hands over its
+// named_parameters().
 //
 //   AdamW opt(weight_decay_groups(model.named_parameters(), 0.1), {.lr = 3e-4});
 //   for (std::int64_t s = opt.step_count(); s < steps; ++s) {
@@ -27,6 +28,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -116,11 +118,19 @@ class Optimizer {
   Optimizer(std::string name, std::vector<ParamGroup> groups, double lr, double weight_decay,
             std::vector<std::string> state_names);
 
-  // One fused update of `p` with its contiguous gradient (an op of core/ops/optimizer_update.h,
-  // which bumps the versions of p and its state); step_count() is already this step's number.
-  // A defined `guard` replaces grad_scale on the device (core/ops/optimizer_update.h).
-  virtual void update(Param& p, const Group& group, const Tensor& grad, double grad_scale,
-                      const Tensor& guard) = 0;
+  // A parameter that has a gradient at this step, its group and its contiguous gradient.
+  struct Pending {
+    Param* param;
+    const Group* group;
+    Tensor grad;
+  };
+
+  // The fused updates of every parameter that has a gradient, in parameter order (ops of
+  // core/ops/optimizer_update.h, which bump the versions of each parameter and its state);
+  // step_count() is already this step's number. A defined `guard` replaces grad_scale on the
+  // device (core/ops/optimizer_update.h). All at once, so that a multi-tensor op may take them
+  // in a fixed number of launches (Adam).
+  virtual void update(std::span<const Pending> pending, double grad_scale, const Tensor& guard) = 0;
 
   // Errors naming the optimizer unless value is finite and lo <= value (< hi when hi_open, else
   // <= hi); derived classes check their own options with it.

@@ -32,16 +32,18 @@ Sgd::Sgd(std::vector<ParamGroup> groups, SgdOptions options)
              options.momentum, options.dampening);
 }
 
-void Sgd::update(Param& p, const Group& group, const Tensor& grad, double grad_scale,
-                 const Tensor& guard) {
-  const SgdArgs args{.lr = group.lr,
-                     .momentum = options_.momentum,
-                     .dampening = options_.dampening,
-                     .weight_decay = group.weight_decay,
-                     .nesterov = options_.nesterov,
-                     .first_step = step_count() == 1,
-                     .grad_scale = grad_scale};
-  sgd_update_(p.tensor, grad, p.state.empty() ? Tensor() : p.state[0], args, guard);
+void Sgd::update(std::span<const Pending> pending, double grad_scale, const Tensor& guard) {
+  for (const Pending& u : pending) {
+    const SgdArgs args{.lr = u.group->lr,
+                       .momentum = options_.momentum,
+                       .dampening = options_.dampening,
+                       .weight_decay = u.group->weight_decay,
+                       .nesterov = options_.nesterov,
+                       .first_step = step_count() == 1,
+                       .grad_scale = grad_scale};
+    const Param& p = *u.param;
+    sgd_update_(p.tensor, u.grad, p.state.empty() ? Tensor() : p.state[0], args, guard);
+  }
 }
 
 }  // namespace kiln

@@ -40,8 +40,7 @@ class Sgd : public Optimizer {
   const SgdOptions& options() const { return options_; }
 
  private:
-  void update(Param& p, const Group& group, const Tensor& grad, double grad_scale,
-              const Tensor& guard) override;
+  void update(std::span<const Pending> pending, double grad_scale, const Tensor& guard) override;
 
   SgdOptions options_;
 };

@@ -12,8 +12,11 @@
 #   4. bf16       bench_train --device cuda --config gpt2-small --precision bf16 beside
 #                 bench/torch_ref.py (autocast bf16, SDPA, fused Adam) at the same shape on the
 #                 same GPU: tokens/s, ms per step, peak memory and MFU of each
+#   5. timing     bench_train --profile (a few gpt2-small bf16 steps: device ms per op family
+#                 from CUDA events) and bench_ops --device cuda --quick (each kernel family
+#                 timed by CUDA events: GFLOP/s, GB/s, ms)
 # Files in $OUT (else build-gpu/gpu-check/): machine.txt suite.log attention.log racecheck.log
-# synccheck.log bench_kiln.log bench_torch.log summary.txt.
+# synccheck.log bench_kiln.log bench_torch.log profile.log ops.log summary.txt.
 #
 # Every phase has a timeout, cut to what is left of KILN_GPU_CHECK_BUDGET (default 400 s) less
 # 10 s for the summary. Exits 1 when a test, a sanitizer or kiln's benchmark failed.
@@ -56,7 +59,7 @@ catch_counts() {
   printf '%d %d %d\n' "$passed" "$failed" "$(grep -c 'skipped: ' "$1")"
 }
 
-for b in test_cuda test_core test_optim bench_train; do
+for b in test_cuda test_core test_optim bench_train bench_ops; do
   [ -x "$bin/$b" ] || {
     echo "gpu_check: $bin/$b is missing; run scripts/prepare_device.sh first" >&2
     exit 2
@@ -188,6 +191,29 @@ else
   echo "not run: $why" | tee "$logs/bench_torch.log"
   note "torch bf16" "not run ($why)"
 fi
+
+# ---- 5. device time per op family and per kernel, from CUDA events
+phase "device timing"
+tiny=()
+[ "$emulate" = 1 ] && tiny=(--tiny)
+timeout "$(limit 45)" "$bin/bench_train" --device cuda --precision bf16 --profile \
+  "${shape[0]}" "${shape[1]}" --warmup 1 --windows 1 --steps 3 >"$logs/profile.log" 2>&1
+code=$?
+sed -n '/^device time per family/,$p' "$logs/profile.log"
+if [ "$code" = 0 ] && grep -q '^device time per family' "$logs/profile.log"; then
+  note "kiln profile" "$(grep -Eo '^device time per family.*' "$logs/profile.log" |
+    grep -Eo '[0-9.]+ ms/step') by CUDA events (profile.log)"
+else
+  note "kiln profile" "FAILED, exit $code (see profile.log)" && status=1
+fi
+timeout "$(limit 60)" "$bin/bench_ops" --device cuda --quick "${tiny[@]}" >"$logs/ops.log" 2>&1
+code=$?
+grep -E '^(gemm|softmax|cross|layer|adam|sum_squares|attention)' "$logs/ops.log"
+case $code in
+  0) note "bench_ops" "$(grep -cE 'GFLOP/s|GB/s| ms ' "$logs/ops.log") kernels timed (ops.log)" ;;
+  124) note "bench_ops" "timed out (see ops.log)" && status=1 ;;
+  *) note "bench_ops" "FAILED, exit $code (see ops.log)" && status=1 ;;
+esac
 
 phase "summary"
 printf '%s\n' "${summary[@]}" "wall $(($(date +%s) - started)) s, exit $status" |

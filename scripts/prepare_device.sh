@@ -3,7 +3,7 @@
 # GPU machine compiles nothing. Builds the CUDA binaries here with nvcc (-DKILN_CUDA=ON, sm_90
 # machine code, -march=x86-64-v3 for the host code) into build-gpu/, then puts into .device/ (ignored by git, carried to the GPU
 # machine):
-#   bin/       test_cuda, test_core, test_optim and bench_train, stripped
+#   bin/       test_cuda, test_core, test_optim, bench_train and bench_ops, stripped
 #   lib/       the shared libraries they need that are neither glibc's nor CUDA's (libfmt, ...;
 #              from ldd): the GPU machine's image brings libstdc++, libgomp, and the CUDA 13
 #              runtime, cuBLAS and cuBLASLt with its toolkit (/usr/local/cuda/lib64), which
@@ -22,7 +22,8 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 device=${DEVICE_DIR:-$root/.device}
 emulate=${KILN_GPU_CHECK_EMULATE:-0}
-binaries=(tests/cuda/test_cuda tests/core/test_core tests/optim/test_optim bench/bench_train)
+binaries=(tests/cuda/test_cuda tests/core/test_core tests/optim/test_optim bench/bench_train
+  bench/bench_ops)
 export CCACHE_DIR=${CCACHE_DIR:-/root/.cache/kiln-ci-ccache} CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1
 
 if [ "$emulate" = 1 ]; then
@@ -41,7 +42,7 @@ else
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DKILN_ARCH=x86-64-v3 "${launcher[@]}" >/dev/null
   nice -n 19 cmake --build "$build" -j "${JOBS:-2}" --target test_cuda test_core test_optim \
-    bench_train
+    bench_train bench_ops
 fi
 for b in "${binaries[@]}"; do
   [ -x "$build/$b" ] || {

@@ -63,6 +63,20 @@ void CpuBackend::adam_update(DType dtype, std::int64_t n, void* param, const voi
   });
 }
 
+// One tensor after the other: the CPU has no launches to save, and the results are adam_update's.
+void CpuBackend::adam_update_many(DType dtype, std::span<const AdamTensor> tensors) {
+  for (const AdamTensor& t : tensors)
+    adam_update(dtype, t.n, t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.args);
+}
+
+void CpuBackend::sum_squares_many(DType dtype, std::span<const SquaresInput> tensors, void* out) {
+  char* slot = static_cast<char*>(out);
+  for (const SquaresInput& t : tensors) {
+    sum_squares({.dtype = dtype, .reduced = t.n}, t.data, slot);
+    slot += dtype_size(dtype);
+  }
+}
+
 void CpuBackend::sgd_update(DType dtype, std::int64_t n, void* param, const void* grad,
                             void* momentum_buffer, const SgdArgs& guarded) {
   if (guarded.guard != nullptr && guarded.guard[StepLedger::apply] == 0.0) return;

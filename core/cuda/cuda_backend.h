@@ -57,6 +57,7 @@ class CudaBackend final : public Backend {
   // registers (core/cuda/elementwise.cu, random.cu, rows.cu).
   bool kernels_read_bf16() const override { return true; }
   bool checks_on_device() const override { return true; }
+  std::unique_ptr<profile::DeviceClock> device_clock() override;
   void* allocate(std::size_t nbytes) override;
   void deallocate(void* ptr, std::size_t nbytes) override;
   void copy_from_host(void* dst, const void* src, std::size_t nbytes) override;

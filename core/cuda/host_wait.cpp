@@ -31,6 +31,11 @@ void wait_for_device() {
   KILN_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+void wait_for_event(cudaEvent_t event) {
+  count();
+  KILN_CUDA_CHECK(cudaEventSynchronize(event));
+}
+
 }  // namespace gpu
 
 }  // namespace kiln

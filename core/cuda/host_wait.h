@@ -12,5 +12,7 @@ namespace kiln::gpu {
 void wait_for_stream(cudaStream_t stream);
 // cudaDeviceSynchronize(), checked and counted.
 void wait_for_device();
+// cudaEventSynchronize(event), checked and counted.
+void wait_for_event(cudaEvent_t event);
 
 }  // namespace kiln::gpu

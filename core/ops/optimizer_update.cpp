@@ -63,6 +63,40 @@ void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg
   exp_avg_sq.storage()->bump_version();
 }
 
+void adam_update_many_(std::span<const AdamParamUpdate> updates, const Tensor& guard) {
+  constexpr std::string_view op = "adam_update_many_";
+  if (updates.empty()) return;
+  const Tensor& first = updates[0].param;
+  std::vector<AdamTensor> tensors;
+  for (std::size_t i = 0; i < updates.size(); ++i) {
+    const AdamParamUpdate& u = updates[i];
+    const std::string name = fmt::format("{} (update {})", op, i);
+    check_param(name, u.param);
+    KILN_CHECK(u.param.dtype() == first.dtype() && u.param.device() == first.device(),
+               "{}: every param must share update 0's dtype and device: {} on {} and {} on {}", op,
+               first.dtype(), first.device(), u.param.dtype(), u.param.device());
+    check_update_operand(name, "grad", u.grad, u.param);
+    check_update_operand(name, "exp_avg", u.exp_avg, u.param);
+    check_update_operand(name, "exp_avg_sq", u.exp_avg_sq, u.param);
+    check_writable(name, u.exp_avg);
+    check_writable(name, u.exp_avg_sq);
+    AdamArgs args = u.args;
+    args.guard = guard_of(op, guard, u.param);
+    tensors.push_back({.n = u.param.numel(),
+                       .param = u.param.raw_data(),
+                       .grad = u.grad.raw_data(),
+                       .exp_avg = u.exp_avg.raw_data(),
+                       .exp_avg_sq = u.exp_avg_sq.raw_data(),
+                       .args = args});
+  }
+  backend_of(first).adam_update_many(first.dtype(), tensors);
+  for (const AdamParamUpdate& u : updates) {
+    u.param.storage()->bump_version();
+    u.exp_avg.storage()->bump_version();
+    u.exp_avg_sq.storage()->bump_version();
+  }
+}
+
 void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                  const SgdArgs& args_in, const Tensor& guard) {
   constexpr std::string_view op = "sgd_update_";
@@ -93,12 +127,9 @@ Tensor sums_of_squares(std::span<const Tensor> tensors) {
   const DType dtype = dense[0].dtype();
   const Tensor out = empty({static_cast<std::int64_t>(dense.size())},
                            {.dtype = dtype, .device = dense[0].device()});
-  Backend& backend = backend_of(out);
-  char* slot = static_cast<char*>(out.raw_data());
-  for (const Tensor& t : dense) {
-    backend.sum_squares({.dtype = dtype, .reduced = t.numel()}, t.raw_data(), slot);
-    slot += dtype_size(dtype);
-  }
+  std::vector<SquaresInput> inputs;
+  for (const Tensor& t : dense) inputs.push_back({.n = t.numel(), .data = t.raw_data()});
+  backend_of(out).sum_squares_many(dtype, inputs, out.raw_data());
   return out;
 }
 

@@ -24,6 +24,18 @@ namespace kiln {
 void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                   const Tensor& exp_avg_sq, const AdamArgs& args, const Tensor& guard = Tensor());
 
+// One parameter of adam_update_many_: its four tensors (as adam_update_'s) and its own arguments.
+struct AdamParamUpdate {
+  Tensor param, grad, exp_avg, exp_avg_sq;
+  AdamArgs args;
+};
+
+// adam_update_ on every entry of `updates` (all of one dtype and device; each checked as
+// adam_update_ checks its tensors; empty ones allowed), with one guard for all: the results are
+// adam_update_'s on each, bit for bit. On CUDA it is one launch however many parameters (a
+// device table of chunks, core/cuda/optim.cu); on the CPU one update after the other.
+void adam_update_many_(std::span<const AdamParamUpdate> updates, const Tensor& guard = Tensor());
+
 // SGD on one parameter, in place, as adam_update_. momentum_buffer is defined exactly when
 // args.momentum != 0 (without momentum there is no buffer to read or write).
 void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
@@ -42,9 +54,11 @@ void step_guard_(const Tensor& ledger, const Tensor& window_losses, const Tensor
                  StepGuardArgs args);
 
 // (tensors.size()): Σ x² over each tensor's elements, in the tensors' common floating dtype and on
-// their common device; a non-contiguous tensor is read through contiguous(). One deterministic
-// kernel per tensor, each writing its own element, so that a caller can bring every sum to the
-// host in one read and add them in its own order (optim/clip.h).
+// their common device; a non-contiguous tensor is read through contiguous(). Each sum is taken in
+// float64 and rounded once, deterministically, in its own element, so that a caller can bring
+// every sum to the host in one read and add them in its own order (optim/clip.h). On CUDA two
+// launches however many tensors (backend sum_squares_many); the sums are the CPU's within one
+// rounding of the dtype (both add in float64, in different orders).
 Tensor sums_of_squares(std::span<const Tensor> tensors);
 
 }  // namespace kiln

@@ -1,7 +1,9 @@
 // kiln's CUDA emulator (cuda_emulator/emulator.h): the part of the CUDA runtime API that kiln
 // calls, with the real API's names, values and semantics, run on the CPU. On an include path only
 // in KILN_CUDA=EMULATE builds. Every call is synchronous: a stream is a name, and work queued on it
-// has finished when the call returns.
+// has finished when the call returns. An event therefore completes when it is recorded, and
+// holds the host's steady clock at that moment: cudaEventElapsedTime gives the host time between
+// two records (the emulator's time to run what was queued between them, not a GPU's).
 #pragma once
 
 #include <cstddef>
@@ -16,6 +18,7 @@ enum cudaError_t {
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
   cudaErrorIllegalAddress = 700,
   cudaErrorLaunchFailure = 719,
 };
@@ -29,6 +32,7 @@ enum cudaMemcpyKind {
 };
 
 typedef struct CUstream_st* cudaStream_t;
+typedef struct CUevent_st* cudaEvent_t;
 
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
@@ -68,6 +72,16 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+
+cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
+// cudaSuccess once recorded; cudaErrorInvalidResourceHandle for an event never recorded.
+cudaError_t cudaEventQuery(cudaEvent_t event);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);  // counted as a host wait
+// Milliseconds from start's record to end's; cudaErrorInvalidResourceHandle unless both were
+// recorded.
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 
 // The calling thread's last error, reset to cudaSuccess (every emulated error is recoverable:
 // a kernel fault stops the process instead of leaving a sticky error).

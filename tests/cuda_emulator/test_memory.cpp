@@ -3,11 +3,13 @@
 // end) or after the launch (in the red zone past a tensor's bytes inside its block); host code
 // that reads device memory stops, with protection keys and with mprotect; a kernel that touches
 // a freed tensor stops; the memory limit drives the caching allocator's out-of-memory path.
+// Events hold the host clock of their record (the emulator's stand-in for a GPU's timer).
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/cuda/caching_allocator.h"
@@ -172,4 +174,34 @@ TEST_CASE("emulator/a tensor beyond the memory limit is a kiln::Error naming the
                       Catch::Contains("cuda:0: out of memory"));
   const Tensor fits = zeros({1024, 1024}, {DType::f32, Device::cuda()});
   REQUIRE(fits.sum().item<float>() == 0.0f);
+}
+
+TEST_CASE("emulator/events hold the host clock of their record, and a wait on one is counted",
+          "[emulator]") {
+  cudaEvent_t start = nullptr, end = nullptr;
+  REQUIRE(cudaEventCreate(&start) == cudaSuccess);
+  REQUIRE(cudaEventCreate(&end) == cudaSuccess);
+  float ms = -1.0f;
+  // Never recorded: CUDA's error, and the emulator's detail.
+  CHECK(cudaEventElapsedTime(&ms, start, end) == cudaErrorInvalidResourceHandle);
+  CHECK(std::string(cudaGetErrorString(cudaGetLastError())).find("never recorded") !=
+        std::string::npos);
+  CHECK(cudaEventQuery(end) == cudaErrorInvalidResourceHandle);
+  cudaGetLastError();
+  REQUIRE(cudaEventRecord(start, nullptr) == cudaSuccess);
+  DeviceBuffer<float> buffer(1 << 16);
+  KILN_LAUNCH(64, 256, nullptr, fill_ones)(buffer.get(), std::int64_t{1} << 16);
+  REQUIRE(cudaEventRecord(end, nullptr) == cudaSuccess);
+  CHECK(cudaEventQuery(end) == cudaSuccess);  // every call is synchronous: done when recorded
+  const std::int64_t waits = emulator::host_synchronizations();
+  REQUIRE(cudaEventSynchronize(end) == cudaSuccess);
+  CHECK(emulator::host_synchronizations() == waits + 1);
+  REQUIRE(cudaEventElapsedTime(&ms, start, end) == cudaSuccess);
+  CHECK(ms > 0.0f);  // the launch ran between the records
+  REQUIRE(cudaEventElapsedTime(&ms, end, start) == cudaSuccess);
+  CHECK(ms < 0.0f);
+  REQUIRE(cudaEventDestroy(start) == cudaSuccess);
+  REQUIRE(cudaEventDestroy(end) == cudaSuccess);
+  CHECK(cudaEventDestroy(end) == cudaErrorInvalidResourceHandle);
+  cudaGetLastError();
 }
