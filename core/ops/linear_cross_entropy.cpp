@@ -46,8 +46,7 @@ constexpr std::int64_t kRoundedBlockFloats = std::int64_t{1} << 24;
 // The targets stay where they are: the flat index i ld + t is summed on their device, so a GPU
 // step reads nothing back (safe_ids holds 0 on ignored rows).
 void subtract_targets(Backend& backend, const Tensor& block, std::int64_t r0, std::int64_t n,
-                      const Tensor& safe_ids, const Tensor& counted_mask,
-                      const Tensor& row_scale) {
+                      const Tensor& safe_ids, const Tensor& counted_mask, const Tensor& row_scale) {
   const std::int64_t ld = block.strides()[0], classes = block.size(1);
   const Tensor row_starts = arange(0.0, static_cast<double>(n * ld), static_cast<double>(ld),
                                    {DType::i64, block.device()});
@@ -99,7 +98,12 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
     counted = count_targets("linear_cross_entropy", ids, classes, ignore_index);
   }
 
-  const Tensor input = x.contiguous().detach(), w = weight.contiguous().detach();
+  // Under autocast a GEMM that cannot round the float32 W as it reads it (cuBLAS) multiplies
+  // autocast's cached bf16 copy, made once, not once per block and again in backward.
+  const bool cached_copy =
+      x.dtype() == DType::bf16 && weight.dtype() == DType::f32 && !backend.gemm_rounds_operands();
+  const Tensor input = x.contiguous().detach();
+  const Tensor w = cached_copy ? autocast_weight(weight) : weight.contiguous().detach();
   Tensor row_loss = empty({rows}, {dtype, x.device()});
   Tensor logsumexp = empty({rows}, {dtype, x.device()});
   const auto* target_ids = static_cast<const std::int64_t*>(ids.raw_data());
@@ -189,8 +193,9 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
            const std::int64_t rows = input.size(0);
            const Tensor counted = s[4].view({rows, 1});
            const Tensor scale_rows =
-               on_device ? row_scale.view({rows, 1}) * (g.to(DType::f64) * inverse_count).to(g.dtype())
-                         : row_scale.view({rows, 1});
+               on_device
+                   ? row_scale.view({rows, 1}) * (g.to(DType::f64) * inverse_count).to(g.dtype())
+                   : row_scale.view({rows, 1});
            const Tensor zero = zeros({}, {g.dtype(), g.device()});
            // The (N, d) operands in the gradient's dtype for the elementwise terms (a no-op unless
            // they are bf16); the GEMMs read the operands' own dtype.
@@ -198,7 +203,7 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
            Tensor dx, dw;
            if (s.needs_grad(0)) {
              const Tensor pw = empty(input.shape(), {dtype, g.device()});
-             gemm_into(pw, p, false, w, false, alpha);  // alpha P'' W (a float32 W rounded as read)
+             gemm_into(pw, p, false, w, false, alpha);  // alpha P'' W (W as the forward read it)
              dx = where(counted, pw * scale_rows, zero);
            }
            if (s.needs_grad(1)) {
