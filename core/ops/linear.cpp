@@ -82,10 +82,12 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias) {
   g.c = y.raw_data(), g.ldc = out_features;
   g.bias = b.defined() ? b.raw_data() : nullptr;
   g.bf16_result = bf16_result;
-  if (g.k > 0 || b.defined()) {
-    backend.gemm(g);
-  } else {
-    y.zero_();
+  if (rows > 0 && out_features > 0) {
+    if (g.k > 0 || b.defined()) {
+      backend.gemm(g);
+    } else {
+      y.zero_();
+    }
   }
   record("linear", y, {x, weight, bias}, {input, w}, [](const Tensor& dy, const Saved& s) {
     // With bf16 operands the products read dy in bf16 (as matmul's backward), and the weight as

@@ -60,6 +60,41 @@ TEST_CASE("cuda/linear's fused bias equals the unfused product bit for bit in fl
   REQUIRE_EXACT(fused.db, sum(rg, {0}));
 }
 
+TEST_CASE("cuda/gemm's epilogue (bias, bf16 result) matches the CPU backend's bit for bit",
+          "[cuda][gemm][linear]") {
+  if (!cuda_available_or_skip()) return;
+  const PoisonScope poison;
+  Generator gen(60);
+  // Small integers: every product and sum is exact in float32, whatever order a backend sums in,
+  // so the two backends' epilogues must agree to the bit; the sums (up to 8 * 8 * 40 = 2560,
+  // beyond bf16's 256 integers) still round when stored as bf16.
+  const auto integers = [&](const Shape& shape) {
+    return uniform(shape, -9.0, 9.0, {}, &gen).to(DType::i64).to(DType::f32);
+  };
+  const Tensor a = integers({7, 40}).to(DType::bf16), b = integers({40, 12}).to(DType::bf16);
+  const Tensor bias32 = integers({12}) * 0.5, bias16 = bias32.to(DType::bf16);
+  for (const bool bf16_result : {false, true}) {
+    INFO("bf16_result " << bf16_result);
+    const Tensor& bias = bf16_result ? bias16 : bias32;
+    const auto run = [&](Device device) {
+      const Tensor ad = a.to(device), bd = b.to(device), biasd = bias.to(device);
+      Tensor c = empty({7, 12}, {bf16_result ? DType::bf16 : DType::f32, device});
+      GemmArgs g;
+      g.bf16_operands = true;
+      g.m = 7, g.n = 12, g.k = 40;
+      g.a = ad.raw_data(), g.lda = 40, g.b = bd.raw_data(), g.ldb = 12;
+      g.c = c.raw_data(), g.ldc = 12;
+      g.bias = biasd.raw_data(), g.bf16_result = bf16_result;
+      backend_for(device).gemm(g);
+      return c.to(Device::cpu());
+    };
+    const Tensor expected = (matmul(a.to(DType::f32), b.to(DType::f32)) + bias.to(DType::f32))
+                                .to(bf16_result ? DType::bf16 : DType::f32);
+    REQUIRE_EXACT(run(Device::cpu()), expected);
+    REQUIRE_EXACT(run(Device::cuda()), expected);
+  }
+}
+
 TEST_CASE("cuda/linear under autocast writes bf16 with a bf16 bias, within the stated bound",
           "[cuda][gemm][linear][bf16]") {
   if (!cuda_available_or_skip()) return;
