@@ -1,12 +1,30 @@
 #include "core/autocast.h"
 
+#include <cstdint>
+#include <map>
+#include <utility>
+
 #include "core/error.h"
+#include "core/storage.h"
 
 namespace kiln {
 
 namespace {
 
 thread_local Precision current_precision = Precision::f32;
+
+// A cached bf16 copy: the weight it was made from (held, so that its storage cannot be freed and
+// another weight take its address while the entry lives) and the version it was made at.
+struct CastEntry {
+  Tensor weight;
+  std::uint64_t version = 0;
+  Tensor copy;
+};
+
+// Keyed by the weight's storage and offset: views of one storage at one offset with another
+// shape are told apart by the shape and strides check in autocast_weight.
+thread_local std::map<std::pair<const Storage*, std::int64_t>, CastEntry> cast_cache;
+thread_local std::int64_t casts_made = 0;
 
 }  // namespace
 
@@ -24,7 +42,10 @@ Autocast::Autocast(Precision precision) : previous_(current_precision) {
   current_precision = precision;
 }
 
-Autocast::~Autocast() { current_precision = previous_; }
+Autocast::~Autocast() {
+  current_precision = previous_;
+  if (current_precision != Precision::bf16) cast_cache.clear();
+}
 
 Precision autocast_precision() { return current_precision; }
 
@@ -33,6 +54,24 @@ Tensor autocast_operand(const Tensor& t) {
     return t.to(DType::bf16);
   return t;
 }
+
+Tensor autocast_weight(const Tensor& weight) {
+  KILN_CHECK(weight.defined() && weight.dtype() == DType::f32,
+             "autocast_weight: expected a float32 weight, got {}",
+             weight.defined() ? dtype_name(weight.dtype()) : "an undefined tensor");
+  if (current_precision != Precision::bf16) return weight.detach().to(DType::bf16);
+  CastEntry& entry = cast_cache[{weight.storage().get(), weight.offset()}];
+  const bool fresh = entry.copy.defined() && entry.version == weight.version() &&
+                     entry.weight.shape() == weight.shape() &&
+                     entry.weight.strides() == weight.strides();
+  if (!fresh) {
+    entry = CastEntry{weight.detach(), weight.version(), weight.detach().to(DType::bf16)};
+    ++casts_made;
+  }
+  return entry.copy;
+}
+
+std::int64_t autocast_weight_casts() { return casts_made; }
 
 DType autocast_result_dtype(DType result, DType operand_dtype) {
   const bool rounded =

@@ -5,7 +5,9 @@
 // the bytes. The ops downstream read the bf16 activations and compute in float32: elementwise
 // ops keep bf16 (a bf16 and a float32 operand give float32), softmax keeps bf16, layer_norm and
 // the losses return float32 (docs/mixed-precision.md has the table). The weights, their gradients
-// and the optimizer's state stay float32: a bf16 copy of a weight is made for each product and its
+// and the optimizer's state stay float32. Where the GEMM rounds a float32 weight as it reads it
+// (the CPU's), no bf16 copy of a weight exists; elsewhere (cuBLAS) the products multiply
+// autocast_weight's bf16 copy, made once per weight while autocast lasts, and the weight's
 // gradient flows back to the float32 weight (a bf16 tensor's gradient is float32, core/dtype.h).
 //
 //   {
@@ -49,6 +51,19 @@ Precision autocast_precision();
 // The operand a matrix product uses for t: t cast to bf16 (a differentiable copy) when t is
 // float32 and this thread autocasts to bf16, else t itself.
 Tensor autocast_operand(const Tensor& t);
+
+// The bf16 copy of a float32 weight (or bias) that a product multiplies under autocast, from this
+// thread's cast cache, as PyTorch's autocast keeps one: made on the first use and handed out again
+// while the weight's version counter (core/storage.h: bumped by every in-place write and
+// optimizer step) is unchanged, so that a step's forward (and, through what the products save,
+// its backward) rounds each weight once, not once per product. A stale copy is never returned: a
+// changed version makes a new copy. The cache is emptied when the outermost bf16 Autocast ends.
+// The copy is detached; the op routes the gradient to `weight` itself. Only ops on backends whose
+// GEMM cannot round as it reads (Backend::gemm_rounds_operands) call this.
+Tensor autocast_weight(const Tensor& weight);
+
+// The bf16 copies autocast_weight has made on this thread (for tests: one per weight per step).
+std::int64_t autocast_weight_casts();
 
 // The result a matrix product returns for its float32 sums y: y rounded to bf16 (a
 // differentiable copy) when this thread autocasts to bf16 and the product read bf16 operands,

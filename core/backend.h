@@ -140,6 +140,13 @@ struct CrossEntropyArgs {
 // bf16_operands, round_a (round_b) says that A (B) holds float32 instead, which the GEMM rounds
 // to bf16 (to nearest even, as .to(DType::bf16)) as it reads it: a float32 weight is multiplied
 // as bf16 without a bf16 copy of its own. `op` names the caller in errors.
+//
+// A linear layer's epilogue, for a single product (batch 1, beta 0): `bias` (or null) holds n
+// values added to each row of the sums before C is stored, in C's dtype (cuBLASLt's rule: the
+// bias has the output's type); bf16_result (with bf16_operands) makes C bf16, the float32 sums
+// plus bias rounded to nearest even as they are stored, so that no float32 result is written and
+// read again. C = bias + op(A) op(B) is then one pass over C instead of three
+// (core/ops/linear.cpp).
 struct GemmArgs {
   const char* op = "gemm";
   DType dtype = DType::f32;
@@ -156,6 +163,8 @@ struct GemmArgs {
   double alpha = 1.0, beta = 0.0;
   std::int64_t batch = 1;
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  const void* bias = nullptr;
+  bool bf16_result = false;
 };
 
 // The rules of BLAS's argument checks (row-major CBLAS; cuBLAS's are the same), checked before
@@ -163,9 +172,10 @@ struct GemmArgs {
 // kernels' tile products call it): m, n, k, batch >= 0; each stored matrix's leading dimension
 // at least max(1, its row length): lda >= max(1, trans_a ? m : k), ldb >= max(1, trans_b ? k : n),
 // ldc >= max(1, n), even for an empty product; each of them at most 2^31 - 1 (the libraries'
-// int); a batch's results apart (stride_c >= (m - 1) ldc + n) and its strides >= 0. A
-// kiln::Error naming args.op and the arguments otherwise: an op that reads a tensor BLAS cannot
-// describe copies it first (core/ops/gemm_operand.h).
+// int); a batch's results apart (stride_c >= (m - 1) ldc + n) and its strides >= 0; a bias or
+// bf16_result only on a single product (batch 1) with beta 0, bf16_result only with
+// bf16_operands. A kiln::Error naming args.op and the arguments otherwise: an op that reads a
+// tensor BLAS cannot describe copies it first (core/ops/gemm_operand.h).
 void check_gemm(const GemmArgs& args);
 
 // One attention operand, (B, heads, T, d) inside a larger buffer with each row of d contiguous:
@@ -274,6 +284,13 @@ class Backend {
   // A clock of the device's own time for the profiler (profile::time_device, core/profiler.h):
   // CUDA events on the backend's stream. Null for the CPU, whose host clock is its device's.
   virtual std::unique_ptr<profile::DeviceClock> device_clock() { return nullptr; }
+
+  // Whether gemm rounds float32 operands of a bf16 product as it reads them (GemmArgs::round_a,
+  // round_b) without a bf16 copy: the CPU's packed kernels do. Where not (cuBLAS reads bf16 but
+  // cannot round), the ops hand it autocast's cached bf16 copies of the weights instead
+  // (autocast_weight, core/autocast.h), made once per weight while autocast lasts, not once per
+  // product.
+  virtual bool gemm_rounds_operands() const { return false; }
 
   // ---- Kernels, one list for the interface and both backends (core/backend_kernels.h)
 #define KILN_KERNEL(result, name, parameters) virtual result name parameters = 0;

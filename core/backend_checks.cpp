@@ -58,6 +58,12 @@ void check_gemm(const GemmArgs& g) {
   if (g.bf16_operands ? g.dtype != DType::f32 : (g.dtype != DType::f32 && g.dtype != DType::f64))
     note(problems, "dtype {} with{} bf16 operands", dtype_name(g.dtype),
          g.bf16_operands ? "" : "out");
+  if ((g.bias != nullptr || g.bf16_result) && (g.batch != 1 || g.beta != 0.0))
+    note(problems,
+         "a bias or bf16 result on a batch of {} with beta {} (only on one product, "
+         "beta 0)",
+         g.batch, g.beta);
+  if (g.bf16_result && !g.bf16_operands) note(problems, "a bf16 result without bf16 operands");
   KILN_CHECK(problems.empty(),
              "{}: GEMM arguments BLAS would reject (m {}, n {}, k {}, {}A, {}B, batch {}): {}",
              g.op, g.m, g.n, g.k, g.trans_a ? "transposed " : "", g.trans_b ? "transposed " : "",

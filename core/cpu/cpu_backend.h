@@ -21,6 +21,7 @@ class CpuBackend final : public Backend {
   void reset_peak_bytes_in_use() { peak_bytes_.store(bytes_in_use_.load()); }
   // bf16 operands are converted a row or a block at a time (elementwise.cpp, rows.cpp, random.cpp).
   bool kernels_read_bf16() const override { return true; }
+  bool gemm_rounds_operands() const override { return true; }
 
 #define KILN_KERNEL(result, name, parameters) result name parameters override;
 #include "core/backend_kernels.h"

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <type_traits>
+#include <vector>
 
 #include "core/cpu/bf16_runs.h"
 #include "core/cpu/blas_library.h"
@@ -268,6 +269,26 @@ template void tile_gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int
 void CpuBackend::gemm(const GemmArgs& args) {
   check_gemm(args);
   if (args.batch == 0 || args.m == 0 || args.n == 0) return;
+  if (args.bias != nullptr || args.bf16_result) {
+    // The epilogue as linear computed it before GemmArgs had one, bit for bit: the bias
+    // broadcast into a float32 C (a scratch one for a bf16 result), the product added with beta
+    // 1, the sums rounded into C by the copy kernel.
+    const DType c_dtype = args.bf16_result ? DType::bf16 : args.dtype;
+    std::vector<float> sums(args.bf16_result ? static_cast<std::size_t>(args.m * args.n) : 0);
+    GemmArgs g = args;
+    g.bias = nullptr, g.bf16_result = false;
+    if (args.bf16_result) g.c = sums.data(), g.ldc = args.n;
+    const TensorArg c{g.c, g.dtype, {g.m, g.n}, {g.ldc, 1}};
+    if (args.bias != nullptr) {
+      copy(c, TensorArg{const_cast<void*>(args.bias), c_dtype, {g.m, g.n}, {0, 1}});
+      g.beta = 1.0;
+    } else if (g.k == 0) {
+      fill(c, 0.0);
+    }
+    if (g.k > 0) gemm(g);
+    if (args.bf16_result) copy(TensorArg{args.c, DType::bf16, {g.m, g.n}, {args.ldc, 1}}, c);
+    return;
+  }
   const bool timed = profile::enabled();
   const auto start =
       timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();

@@ -21,8 +21,9 @@
 
 #include "core/backend.h"
 
-struct CUstream_st;    // cudaStream_t is CUstream_st*
-struct cublasContext;  // cublasHandle_t is cublasContext*
+struct CUstream_st;      // cudaStream_t is CUstream_st*
+struct cublasContext;    // cublasHandle_t is cublasContext*
+struct cublasLtContext;  // cublasLtHandle_t is cublasLtContext*
 
 namespace kiln {
 
@@ -92,6 +93,7 @@ class CudaBackend final : public Backend {
   int index_;
   CUstream_st* stream_ = nullptr;
   cublasContext* cublas_ = nullptr;
+  cublasLtContext* cublas_lt_ = nullptr;  // for GEMMs with an epilogue (core/cuda/gemm.cpp)
   std::unique_ptr<CachingAllocator> allocator_;
   std::atomic<bool> poison_{false};
   struct PendingIdCheck {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -107,6 +108,9 @@ CudaBackend::CudaBackend(int index)
   // Full FP32: no TF32 tensor-op math unless asked for; no atomics, so results are reproducible.
   KILN_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
   KILN_CUBLAS_CHECK(cublasSetAtomicsMode(handle, CUBLAS_ATOMICS_NOT_ALLOWED));
+  cublasLtHandle_t lt = nullptr;
+  KILN_CUBLAS_CHECK(cublasLtCreate(&lt));
+  cublas_lt_ = lt;
   poison_.store(poison_from_environment());
 }
 
@@ -116,6 +120,7 @@ CudaBackend::~CudaBackend() {
   (void)cudaStreamSynchronize(stream_);  // uncounted: errors cannot propagate from here
   allocator_->release_cached();
   if (id_slot_ != nullptr) (void)cudaFree(id_slot_);
+  (void)cublasLtDestroy(cublas_lt_);
   (void)cublasDestroy(cublas_);
   (void)cudaStreamDestroy(stream_);
 }

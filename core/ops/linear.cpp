@@ -1,5 +1,8 @@
 #include "core/ops/linear.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops/matmul.h"
@@ -53,29 +56,42 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias) {
                "linear: bias of shape {} does not match weight {} (expected [{}])", bias.shape(),
                weight.shape(), out_features);
   }
-  const Tensor input = x.contiguous().detach(), w = weight.contiguous().detach();
-  Tensor y = empty({rows, out_features}, {out_dtype, x.device()});
+  // The bias goes into the GEMM's epilogue. Under autocast, a GEMM that cannot round a float32
+  // weight as it reads it (cuBLAS) multiplies autocast's cached bf16 copy and writes the bf16
+  // result itself, its bias in bf16 too (the bias has the result's dtype, cuBLASLt's rule: the
+  // sum moves by at most half a bf16 ulp of the bias before it is rounded); the CPU's rounds
+  // the weight as it reads it, adds the float32 bias and rounds y in autocast_result below.
   Backend& backend = backend_of(x);
-  if (bias.defined()) backend.copy(arg_of(y), broadcast_arg(bias.detach(), y.shape()));
+  const bool cached_copies =
+      x.dtype() == DType::bf16 && weight.dtype() == DType::f32 && !backend.gemm_rounds_operands();
+  const Tensor input = x.contiguous().detach();
+  const Tensor w = cached_copies ? autocast_weight(weight) : weight.contiguous().detach();
+  const bool bf16_result =
+      cached_copies && autocast_result_dtype(out_dtype, x.dtype()) != out_dtype;
+  const Tensor b = !bias.defined() ? Tensor()
+                   : bf16_result   ? autocast_weight(bias)
+                                   : bias.contiguous().detach();
+  Tensor y = empty({rows, out_features}, {bf16_result ? DType::bf16 : out_dtype, x.device()});
   GemmArgs g;
   g.op = "linear";
   g.dtype = out_dtype;
   set_operand_dtypes(g, x.dtype(), w.dtype());
   g.m = rows, g.n = out_features, g.k = x.size(1);
-  g.a = input.raw_data(), g.lda = g.k;
-  g.b = w.raw_data(), g.ldb = g.k, g.trans_b = true;
+  g.a = input.raw_data(), g.lda = std::max<std::int64_t>(g.k, 1);
+  g.b = w.raw_data(), g.ldb = std::max<std::int64_t>(g.k, 1), g.trans_b = true;
   g.c = y.raw_data(), g.ldc = out_features;
-  g.beta = bias.defined() ? 1.0 : 0.0;
+  g.bias = b.defined() ? b.raw_data() : nullptr;
+  g.bf16_result = bf16_result;
   if (rows > 0 && out_features > 0) {
-    if (g.k > 0) {
+    if (g.k > 0 || b.defined()) {
       backend.gemm(g);
-    } else if (!bias.defined()) {
+    } else {
       y.zero_();
     }
   }
   record("linear", y, {x, weight, bias}, {input, w}, [](const Tensor& dy, const Saved& s) {
-    // With bf16 operands the products read dy in bf16 (as matmul's backward), and a float32
-    // weight as the forward read it, rounded; db sums the float32 dy.
+    // With bf16 operands the products read dy in bf16 (as matmul's backward), and the weight as
+    // the forward read it: a float32 one rounded, or the cached bf16 copy; db sums the float32 dy.
     const Tensor g = dy.to(s[0].dtype());
     Tensor dx, dw, db;
     if (s.needs_grad(0))  // (N, out) (out, in)

@@ -99,7 +99,12 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
     counted = count_targets("linear_cross_entropy", ids, classes, ignore_index);
   }
 
-  const Tensor input = x.contiguous().detach(), w = weight.contiguous().detach();
+  // Under autocast a GEMM that cannot round the float32 W as it reads it (cuBLAS) multiplies
+  // autocast's cached bf16 copy, made once, not once per block and again in backward.
+  const bool cached_copy =
+      x.dtype() == DType::bf16 && weight.dtype() == DType::f32 && !backend.gemm_rounds_operands();
+  const Tensor input = x.contiguous().detach();
+  const Tensor w = cached_copy ? autocast_weight(weight) : weight.contiguous().detach();
   Tensor row_loss = empty({rows}, {dtype, x.device()});
   Tensor logsumexp = empty({rows}, {dtype, x.device()});
   const auto* target_ids = static_cast<const std::int64_t*>(ids.raw_data());
@@ -199,7 +204,7 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
            Tensor dx, dw;
            if (s.needs_grad(0)) {
              const Tensor pw = empty(input.shape(), {dtype, g.device()});
-             gemm_into(pw, p, false, w, false, alpha);  // alpha P'' W (a float32 W rounded as read)
+             gemm_into(pw, p, false, w, false, alpha);  // alpha P'' W (W as the forward read it)
              dx = where(counted, pw * scale_rows, zero);
            }
            if (s.needs_grad(1)) {
