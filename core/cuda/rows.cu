@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kThreads)
     const X* xr = x + r * a.cols;
     X* yr = y + r * a.cols;
     const std::int64_t n = visible_cols(a, r);
-    T held[kHeld][kPack];
+    T held[kHeld][kPack] = {};
     // Chunk k of this thread's part of the row: from the registers, or read again.
     const auto values = [&](int k, std::int64_t first, int count, T(&v)[kPack]) {
       if constexpr (kChunks > 0) {
@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(kThreads)
     };
     T m = -infinity<T>();
     for_each_chunk<kGroup, kChunks>(n, [&](int k, std::int64_t first, int count) {
-      T v[kPack];
+      T v[kPack] = {};
       load_chunk(xr, first, count, v);
 #pragma unroll
       for (int e = 0; e < kPack; ++e)
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kThreads)
     m = G::reduce(m, MaxOp{}, -infinity<T>(), shared_max);
     double s = 0.0;
     for_each_chunk<kGroup, kChunks>(n, [&](int k, std::int64_t first, int count) {
-      T v[kPack];
+      T v[kPack] = {};
       values(k, first, count, v);
 #pragma unroll
       for (int e = 0; e < kPack; ++e)
@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(kThreads)
     s = G::reduce(s, SumOp{}, 0.0, shared_sum);
     const T lse = m + static_cast<T>(::log(s)), inv = static_cast<T>(1.0 / s);
     for_each_chunk<kGroup, kChunks>(n, [&](int k, std::int64_t first, int count) {
-      T v[kPack];
+      T v[kPack] = {};
       values(k, first, count, v);
 #pragma unroll
       for (int e = 0; e < kPack; ++e)
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t n = visible_cols(a, r);
     double acc = 0.0;
     for_each_chunk<kGroup, 0>(n, [&](int, std::int64_t first, int count) {
-      T g[kPack], v[kPack];
+      T g[kPack] = {}, v[kPack] = {};
       load_chunk(gr, first, count, g);
       if (a.log) {
 #pragma unroll
@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(kThreads)
     });
     const T s = static_cast<T>(G::reduce(acc, SumOp{}, 0.0, shared_sum));
     for_each_chunk<kGroup, 0>(n, [&](int, std::int64_t first, int count) {
-      T g[kPack], v[kPack];
+      T g[kPack] = {}, v[kPack] = {};
       load_chunk(gr, first, count, g);
       load_chunk(yr, first, count, v);
 #pragma unroll
@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kHeld = kChunks > 0 ? kChunks : 1;
   for (std::int64_t r = G::first_row(); r < rows; r += G::row_step()) {
     const X* xr = x + r * cols;
-    T held[kHeld][kPack];
+    T held[kHeld][kPack] = {};
     const auto values = [&](int k, std::int64_t first, int count, T(&v)[kPack]) {
       if constexpr (kChunks > 0) {
 #pragma unroll
@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(kThreads)
     };
     double sum = 0.0;
     for_each_chunk<kGroup, kChunks>(cols, [&](int k, std::int64_t first, int count) {
-      T v[kPack];
+      T v[kPack] = {};
       load_chunk(xr, first, count, v);
 #pragma unroll
       for (int e = 0; e < kPack; ++e)
@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(kThreads)
     const double mu = G::reduce(sum, SumOp{}, 0.0, shared_sum) / static_cast<double>(cols);
     double sq = 0.0;
     for_each_chunk<kGroup, kChunks>(cols, [&](int k, std::int64_t first, int count) {
-      T v[kPack];
+      T v[kPack] = {};
       values(k, first, count, v);
 #pragma unroll
       for (int e = 0; e < kPack; ++e)
@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(kThreads)
     const T m = static_cast<T>(mu), s = static_cast<T>(inv);
     T* yr = y + r * cols;
     for_each_chunk<kGroup, kChunks>(cols, [&](int k, std::int64_t first, int count) {
-      T v[kPack], g[kPack], b[kPack];
+      T v[kPack] = {}, g[kPack] = {}, b[kPack] = {};
       values(k, first, count, v);
       load_chunk(gamma, first, count, g);
       load_chunk(beta, first, count, b);
@@ -346,7 +346,7 @@ __global__ void __launch_bounds__(kThreads)
     const T m = mean[r], s = rstd[r];
     double sum_g = 0.0, sum_gx = 0.0;
     for_each_chunk<kGroup, 0>(cols, [&](int, std::int64_t first, int count) {
-      T v[kPack], d[kPack], w[kPack];
+      T v[kPack] = {}, d[kPack] = {}, w[kPack] = {};
       load_chunk(xr, first, count, v);
       load_chunk(gr, first, count, d);
       load_chunk(gamma, first, count, w);
@@ -363,7 +363,7 @@ __global__ void __launch_bounds__(kThreads)
     const T mean_g = static_cast<T>(sum_g / cols), mean_gx = static_cast<T>(sum_gx / cols);
     T* out = dx + r * cols;
     for_each_chunk<kGroup, 0>(cols, [&](int, std::int64_t first, int count) {
-      T v[kPack], d[kPack], w[kPack];
+      T v[kPack] = {}, d[kPack] = {}, w[kPack] = {};
       load_chunk(xr, first, count, v);
       load_chunk(gr, first, count, d);
       load_chunk(gamma, first, count, w);
@@ -425,7 +425,7 @@ __device__ MaxSum<T> row_max_sum(const X* xr, std::int64_t cols, MaxSum<T>* shar
   const MaxSum<T> empty{-infinity<T>(), 0.0};
   MaxSum<T> part = empty;
   for_each_chunk<kGroup, 0>(cols, [&](int, std::int64_t first, int count) {
-    T v[kPack];
+    T v[kPack] = {};
     load_chunk(xr, first, count, v);
 #pragma unroll
     for (int e = 0; e < kPack; ++e)
@@ -481,7 +481,7 @@ __global__ void __launch_bounds__(kThreads)
     // xr[target] is read above before any thread of the group overwrites it below.
     G::sync();
     for_each_chunk<kGroup, 0>(cols, [&](int, std::int64_t first, int count) {
-      T v[kPack];
+      T v[kPack] = {};
       load_chunk(xr, first, count, v);
 #pragma unroll
       for (int e = 0; e < kPack; ++e)
@@ -508,10 +508,8 @@ __global__ void __launch_bounds__(kThreads)
     const bool ignored = target == ignore_index;
     const T max = ignored ? T(0) : saved[2 * r], log_sum = ignored ? T(0) : saved[2 * r + 1];
     for_each_chunk<kGroup, 0>(cols, [&](int, std::int64_t first, int count) {
-      T v[kPack];
-      if (ignored) {
-        for (int e = 0; e < kPack; ++e) v[e] = T(0);
-      } else {
+      T v[kPack] = {};  // an ignored row's gradient is 0
+      if (!ignored) {
         load_chunk(xr, first, count, v);
 #pragma unroll
         for (int e = 0; e < kPack; ++e)
