@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-
 #include <vector>
 
 #include "tests/cuda/cuda_testing.h"
@@ -114,7 +113,16 @@ TEST_CASE("cuda/layer norm forward and backward match the CPU", "[cuda][rows]") 
       gpu_backend().layer_norm_backward(
           args, x.gpu.raw_data(), gamma.gpu.raw_data(), mean.gpu.raw_data(), rstd.gpu.raw_data(),
           dy.gpu.raw_data(), dx.gpu.raw_data(), dgamma.gpu.raw_data(), dbeta.gpu.raw_data());
-      REQUIRE(relative_error(dx.gpu, dx.cpu) <= tolerance(dtype));
+      // dx = rstd (g - mean(g) - xhat mean(g xhat)) cancels to 0 with one column, where the two
+      // backends' differing roundings (an FMA or not) leave residues of eps rstd |g|: dx's error
+      // is measured against the size of those terms, rstd dy gamma, not against the residue.
+      const auto norm = [](const Tensor& t) {
+        double sum = 0.0;
+        for (double v : t.to_vector<double>()) sum += v * v;
+        return std::sqrt(sum);
+      };
+      const Tensor terms = dy.cpu * gamma.cpu * rstd.cpu.view({rows, 1});
+      REQUIRE(norm(dx.gpu.to(Device::cpu()) - dx.cpu) <= tolerance(dtype) * norm(terms));
       REQUIRE(relative_error(dgamma.gpu, dgamma.cpu) <= tolerance(dtype));
       REQUIRE(relative_error(dbeta.gpu, dbeta.cpu) <= tolerance(dtype));
     }
