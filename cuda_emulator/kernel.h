@@ -12,6 +12,10 @@
 //                                             barrier that part of the block or warp never reaches,
 //                                             a lane named in a mask that has exited or waits
 //                                             elsewhere, threads of one barrier at different lines
+//   KILN_LAUNCH_SHARED, dynamic_shared_memory   a launch's dynamic shared memory, one buffer per
+//                                               block (0xFF bytes when the block starts)
+//   warp_collective                             a whole warp's operation (ldmatrix, mma.sync:
+//                                               warp_matrix.h), run once all 32 lanes arrive
 // Each barrier records its call site through a defaulted std::source_location argument.
 #pragma once
 
@@ -41,6 +45,11 @@ struct uint3 {
   unsigned x, y, z;
 };
 
+// CUDA's 16-byte vector type (vector_types.h): a 16-byte load or store.
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+
 struct dim3 {
   unsigned x, y, z;
   constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
@@ -57,7 +66,17 @@ namespace kiln::emulator {
 
 constexpr int kWarpSize = 32;
 
-enum class WarpOp : std::uint8_t { sync, shfl_idx, shfl_up, shfl_down, shfl_xor, ballot, any, all };
+enum class WarpOp : std::uint8_t {
+  sync,
+  shfl_idx,
+  shfl_up,
+  shfl_down,
+  shfl_xor,
+  ballot,
+  any,
+  all,
+  collective
+};
 
 // Suspends the calling thread at a warp-level operation until the lanes of `mask` have all
 // arrived there; returns this lane's result (a shuffled value, a ballot, a vote).
@@ -65,6 +84,24 @@ std::uint64_t warp_op(WarpOp op, unsigned mask, std::uint64_t value, int arg, in
                       const std::source_location& where);
 // Suspends the calling thread until every thread of its block waits at the same __syncthreads.
 void block_barrier(const std::source_location& where);
+
+// ---- Warp-collective operations and dynamic shared memory (tensor cores: warp_matrix.h)
+// An operation of the whole warp, `.sync.aligned` in PTX: each of the 32 lanes arrives with a
+// pointer to its operands; once every lane waits at the same line with the same operation,
+// `complete` runs once with the operands in lane order and returns what is wrong, if anything
+// (the emulator then stops, naming the kernel, the block, the warp and the line). A lane that
+// never arrives (it exited, or waits elsewhere), or arrives with other qualifiers, stops the
+// kernel as a shuffle's missing lane does.
+struct WarpCollective {
+  const char* name;  // the PTX instruction with its qualifiers
+  std::string (*complete)(void* const lanes[kWarpSize]);
+};
+void warp_collective(const WarpCollective& op, void* operands, const std::source_location& where);
+
+// The running block's dynamic shared memory and its size in bytes (the launch's shared bytes;
+// nullptr and 0 without). 128-byte aligned, and 0xFF bytes (NaN in float32 and bf16) when the
+// block starts, so a tile read before it is written shows.
+unsigned char* dynamic_shared_memory(std::size_t* bytes = nullptr);
 
 template <typename T>
 std::uint64_t to_bits(T v) {
@@ -87,9 +124,12 @@ struct KernelBody {
   const void* context;
 };
 
-// Runs body for every thread of the grid; a bad configuration or stream becomes the thread's
-// last error (cudaGetLastError), as a failed launch does on a GPU.
-void launch(const char* kernel, dim3 grid, dim3 block, cudaStream_t stream, KernelBody body,
+// Runs body for every thread of the grid; a bad configuration or stream, or more dynamic shared
+// memory than the kernel may use (48 KB unless cudaFuncSetAttribute raised it), becomes the
+// thread's last error (cudaGetLastError), as a failed launch does on a GPU. `function` is the
+// kernel's address, cudaFuncSetAttribute's key.
+void launch(const char* kernel, const void* function, dim3 grid, dim3 block,
+            std::size_t shared_bytes, cudaStream_t stream, KernelBody body,
             const void* const* pointer_args, int pointer_count);
 
 // The kernel's name with its template arguments, from the compiler's signature of this function.
@@ -103,12 +143,12 @@ const char* kernel_name() {
 
 // KILN_LAUNCH(grid, block, stream, kernel)(args...): the arguments are converted to the kernel's
 // parameter types once, as a launch does, and every thread receives its own copy. Pointer
-// arguments are checked to be device memory.
+// arguments are checked to be device memory. KILN_LAUNCH_SHARED adds dynamic shared memory.
 template <auto Kernel>
 class Launch {
  public:
-  Launch(dim3 grid, dim3 block, cudaStream_t stream)
-      : grid_(grid), block_(block), stream_(stream) {}
+  Launch(dim3 grid, dim3 block, cudaStream_t stream, std::size_t shared_bytes = 0)
+      : grid_(grid), block_(block), stream_(stream), shared_bytes_(shared_bytes) {}
 
   template <typename... A>
   void operator()(A&&... args) const {
@@ -124,7 +164,8 @@ class Launch {
     const void* pointers[sizeof...(P) + 1] = {};
     int count = 0;
     std::apply([&](const auto&... p) { (note_pointer(p, pointers, count), ...); }, params);
-    launch(kernel_name<Kernel>(), grid_, block_, stream_,
+    launch(kernel_name<Kernel>(), reinterpret_cast<const void*>(kernel), grid_, block_,
+           shared_bytes_, stream_,
            KernelBody{[](const void* c) { (*static_cast<const decltype(body)*>(c))(); }, &body},
            pointers, count);
   }
@@ -136,12 +177,15 @@ class Launch {
 
   dim3 grid_, block_;
   cudaStream_t stream_;
+  std::size_t shared_bytes_;
 };
 
 }  // namespace kiln::emulator
 
 #define KILN_LAUNCH(grid, block, stream, ...) \
   ::kiln::emulator::Launch<&__VA_ARGS__>((grid), (block), (stream))
+#define KILN_LAUNCH_SHARED(grid, block, shared_bytes, stream, ...) \
+  ::kiln::emulator::Launch<&__VA_ARGS__>((grid), (block), (stream), (shared_bytes))
 
 inline void __syncthreads(std::source_location where = std::source_location::current()) {
   kiln::emulator::block_barrier(where);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -54,6 +55,12 @@ std::set<cudaEvent_t>& events() {
 
 // Errors unless `event` was created and not destroyed (and, with `recorded`, has been recorded).
 cudaError_t check_event(const char* call, cudaEvent_t event, bool recorded);
+
+// cudaFuncAttributeMaxDynamicSharedMemorySize of each kernel that set it.
+std::map<const void*, std::size_t>& dynamic_shared_limits() {
+  static auto* limits = new std::map<const void*, std::size_t>;
+  return *limits;
+}
 
 using Lock = std::lock_guard<std::recursive_mutex>;
 
@@ -161,6 +168,12 @@ bool is_valid_stream(cudaStream_t stream) {
 }
 
 void set_last_error(cudaError_t error) { last_error = error; }
+
+std::size_t max_dynamic_shared_bytes(const void* function) {
+  const Lock lock(runtime_lock());
+  const auto found = dynamic_shared_limits().find(function);
+  return found == dynamic_shared_limits().end() ? kDefaultDynamicShared : found->second;
+}
 
 void set_memory_limit(std::size_t bytes) {
   const Lock lock(runtime_lock());
@@ -284,6 +297,34 @@ cudaError_t cudaMemset(void* ptr, int value, std::size_t count) {
 
 cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t count, cudaStream_t stream) {
   return set("cudaMemsetAsync", ptr, value, count, stream);
+}
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  const Lock lock(runtime_lock());
+  if (func == nullptr)
+    return failed(cudaErrorInvalidValue, "cudaFuncSetAttribute: the function is null");
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+    return failed(cudaErrorInvalidValue,
+                  fmt::format("cudaFuncSetAttribute: attribute {} is not emulated (only "
+                              "cudaFuncAttributeMaxDynamicSharedMemorySize)",
+                              static_cast<int>(attr)));
+  if (value < 0 || static_cast<std::size_t>(value) > kMaxDynamicSharedOptIn)
+    return failed(cudaErrorInvalidValue,
+                  fmt::format("cudaFuncSetAttribute: {} bytes of dynamic shared memory is outside "
+                              "0 to {} (sm_90's shared memory per block with the opt-in)",
+                              value, kMaxDynamicSharedOptIn));
+  dynamic_shared_limits()[func] = static_cast<std::size_t>(value);
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
+  if (attr == nullptr || func == nullptr)
+    return failed(cudaErrorInvalidValue, "cudaFuncGetAttributes: a null argument");
+  *attr = cudaFuncAttributes{};
+  attr->maxThreadsPerBlock = 1024;
+  attr->ptxVersion = attr->binaryVersion = 90;
+  attr->maxDynamicSharedSizeBytes = static_cast<int>(max_dynamic_shared_bytes(func));
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream) {

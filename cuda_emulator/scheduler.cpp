@@ -6,9 +6,13 @@
 // leaves undefined). A kernel without barriers costs one switch into and out of each thread.
 // Orders: forward runs warps and lanes in increasing order, reverse in decreasing order, shuffle
 // in an order drawn for each block from the seed and the launch.
+// Warp-collective operations (ldmatrix, mma.sync) wait like a full-mask shuffle and then run
+// their `complete` once for the whole warp; a launch's dynamic shared memory is one buffer,
+// refilled with 0xFF bytes for each block.
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <numeric>
 #include <random>
 #include <string>
@@ -41,6 +45,12 @@ struct Thread {
   unsigned mask = 0;
   std::uint64_t value = 0, result = 0;
   int arg = 0, width = kWarpSize;
+  const WarpCollective* collective = nullptr;  // with op == WarpOp::collective
+  void* operands = nullptr;
+};
+
+struct AlignedDelete {
+  void operator()(unsigned char* p) const { ::operator delete[](p, std::align_val_t{128}); }
 };
 
 // The launch that runs on this OS thread.
@@ -54,6 +64,8 @@ struct Run {
   int running = -1;  // the thread that runs now, or -1 when the scheduler does
   int done = 0;
   Context scheduler;
+  std::size_t shared_bytes = 0;  // dynamic shared memory per block
+  std::unique_ptr<unsigned char[], AlignedDelete> shared;
 };
 
 thread_local Run* current = nullptr;
@@ -99,8 +111,14 @@ const char* op_name(WarpOp op) {
       return "__any_sync";
     case WarpOp::all:
       return "__all_sync";
+    case WarpOp::collective:
+      return "a warp-collective operation";
   }
   return "a warp operation";
+}
+
+const char* op_name(const Thread& t) {
+  return t.op == WarpOp::collective ? t.collective->name : op_name(t.op);
 }
 
 std::string launch_text(const Run& r) {
@@ -117,7 +135,7 @@ std::string waiting_text(const Thread& t) {
   if (t.state == State::block_wait)
     return fmt::format("waits at __syncthreads at {}", site(t.where));
   if (t.state == State::warp_wait)
-    return fmt::format("waits at {}(mask {:#010x}) at {}", op_name(t.op), t.mask, site(t.where));
+    return fmt::format("waits at {}(mask {:#010x}) at {}", op_name(t), t.mask, site(t.where));
   if (t.state == State::done) return "has exited";
   return "is running";
 }
@@ -214,8 +232,21 @@ int source_lane(const Thread& t, int lane) {
   }
 }
 
+// Completes a warp-collective operation that all 32 lanes of warp `warp` wait at.
+void complete_collective(Run& r, int warp) {
+  Thread& first = r.threads[warp * kWarpSize];
+  void* operands[kWarpSize];
+  for (int j = 0; j < kWarpSize; ++j) operands[j] = r.threads[warp * kWarpSize + j].operands;
+  const std::string problem = first.collective->complete(operands);
+  if (!problem.empty())
+    stop(r, fmt::format("warp {} at {}: {}: {}", warp, site(first.where), first.collective->name,
+                        problem));
+  for (int j = 0; j < kWarpSize; ++j) r.threads[warp * kWarpSize + j].state = State::ready;
+}
+
 // Completes the warp operation of the lanes of `mask` in warp `warp`, all waiting at it.
 void complete_warp_op(Run& r, int warp, unsigned mask) {
+  if (r.threads[warp * kWarpSize].op == WarpOp::collective) return complete_collective(r, warp);
   Thread* lanes[kWarpSize] = {};
   for (int j = 0; j < kWarpSize; ++j)
     if (mask >> j & 1u) lanes[j] = &r.threads[warp * kWarpSize + j];
@@ -265,7 +296,7 @@ bool release_warp(Run& r, int warp) {
       if (!(t.mask >> j & 1u)) continue;
       const Thread& u = r.threads[first + j];
       complete = u.state == State::warp_wait && u.op == t.op && u.mask == t.mask &&
-                 same_site(u.where, t.where);
+                 u.collective == t.collective && same_site(u.where, t.where);
     }
     if (complete) {
       complete_warp_op(r, warp, t.mask);
@@ -311,14 +342,17 @@ bool release_block(Run& r) {
       if (!(t.mask >> j & 1u)) continue;
       const Thread& u = r.threads[warp * kWarpSize + j];
       if (u.state == State::warp_wait && u.op == t.op && u.mask == t.mask &&
-          same_site(u.where, t.where))
+          u.collective == t.collective && same_site(u.where, t.where))
         continue;
-      const std::string reason = u.state == State::warp_wait && same_site(u.where, t.where)
-                                     ? fmt::format("calls it with mask {:#010x}", u.mask)
-                                     : waiting_text(u);
+      std::string reason = waiting_text(u);
+      if (u.state == State::warp_wait && same_site(u.where, t.where))
+        reason = u.collective != t.collective
+                     ? fmt::format("calls {} there (every lane must use the same qualifiers)",
+                                   op_name(u))
+                     : fmt::format("calls it with mask {:#010x}", u.mask);
       stop(r, fmt::format("{} waits at {}(mask {:#010x}) at {} for lane {}, which never arrives: "
                           "{} {}",
-                          thread_text(r, i), op_name(t.op), t.mask, site(t.where), j,
+                          thread_text(r, i), op_name(t), t.mask, site(t.where), j,
                           thread_text(r, warp * kWarpSize + j), reason));
     }
   }
@@ -380,6 +414,7 @@ void run_grid(Run& r, ThreadOrder order) {
                      static_cast<unsigned>(b / r.grid.x % r.grid.y),
                      static_cast<unsigned>(b / (std::uint64_t{r.grid.x} * r.grid.y))};
     blockIdx = r.block_index;
+    if (r.shared_bytes > 0) std::memset(r.shared.get(), 0xFF, r.shared_bytes);
     run_block(r, permutation(warps, order, seed + 2 * b + 1),
               permutation(kWarpSize, order, seed + 2 * b + 2));
   }
@@ -425,6 +460,30 @@ void block_barrier(const std::source_location& where) {
   suspend(r);
 }
 
+void warp_collective(const WarpCollective& op, void* operands, const std::source_location& where) {
+  Run& r = running_kernel(op.name);
+  const int i = r.running, warp = i / kWarpSize;
+  if (r.thread_count - warp * kWarpSize < kWarpSize) [[unlikely]]
+    stop(r, fmt::format("{} calls {} at {}, which needs a whole warp, in a block of {} threads",
+                        thread_text(r, i), op.name, site(where), r.thread_count));
+  Thread& t = r.threads[i];
+  t.state = State::warp_wait;
+  t.where = where;
+  t.op = WarpOp::collective;
+  t.mask = 0xffffffffu;
+  t.collective = &op;
+  t.operands = operands;
+  suspend(r);
+  t.collective = nullptr;
+}
+
+unsigned char* dynamic_shared_memory(std::size_t* bytes) {
+  if (current == nullptr) [[unlikely]]  // a collective's `complete` runs in the scheduler
+    outside_kernel("dynamic shared memory");
+  if (bytes != nullptr) *bytes = current->shared_bytes;
+  return current->shared.get();
+}
+
 std::uint64_t warp_op(WarpOp op, unsigned mask, std::uint64_t value, int arg, int width,
                       const std::source_location& where) {
   Run& r = running_kernel(op_name(op));
@@ -446,7 +505,8 @@ std::uint64_t warp_op(WarpOp op, unsigned mask, std::uint64_t value, int arg, in
   return t.result;
 }
 
-void launch(const char* kernel, dim3 grid, dim3 block, cudaStream_t stream, KernelBody body,
+void launch(const char* kernel, const void* function, dim3 grid, dim3 block,
+            std::size_t shared_bytes, cudaStream_t stream, KernelBody body,
             const void* const* pointer_args, int pointer_count) {
   const std::lock_guard<std::recursive_mutex> lock(runtime_lock());
   install_fault_handler();  // the alternate signal stack of this OS thread
@@ -463,6 +523,15 @@ void launch(const char* kernel, dim3 grid, dim3 block, cudaStream_t stream, Kern
                              fmt::format("launch of {}: {}", kernel, *problem)));
     return;
   }
+  if (const std::size_t limit = max_dynamic_shared_bytes(function); shared_bytes > limit) {
+    set_last_error(fail_call(
+        cudaErrorInvalidValue,
+        fmt::format("launch of {}: {} bytes of dynamic shared memory, above the kernel's {} (more "
+                    "than 48 KB needs cudaFuncSetAttribute("
+                    "cudaFuncAttributeMaxDynamicSharedMemorySize) first)",
+                    kernel, shared_bytes, limit)));
+    return;
+  }
   for (int i = 0; i < pointer_count; ++i)
     if (pointer_args[i] != nullptr && !is_device_address(pointer_args[i]))
       fatal(
@@ -476,6 +545,10 @@ void launch(const char* kernel, dim3 grid, dim3 block, cudaStream_t stream, Kern
   r.body = body;
   r.thread_count = static_cast<int>(block.x * block.y * block.z);
   r.threads.resize(r.thread_count);
+  r.shared_bytes = shared_bytes;
+  if (shared_bytes > 0)
+    r.shared.reset(
+        static_cast<unsigned char*>(::operator new[](shared_bytes, std::align_val_t{128})));
   for (int i = 0; i < r.thread_count; ++i)
     r.threads[i].index = {i % block.x, i / block.x % block.y, i / (block.x * block.y)};
   ++launch_count;

@@ -17,6 +17,9 @@
 
 #ifndef KILN_LAUNCH
 #define KILN_LAUNCH(grid, block, stream, ...) __VA_ARGS__<<<(grid), (block), 0, (stream)>>>
+// With dynamic shared memory (more than 48 KB needs cudaFuncSetAttribute first).
+#define KILN_LAUNCH_SHARED(grid, block, shared_bytes, stream, ...) \
+  __VA_ARGS__<<<(grid), (block), (shared_bytes), (stream)>>>
 #endif
 
 namespace kiln::gpu {

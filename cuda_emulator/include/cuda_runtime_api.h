@@ -51,6 +51,25 @@ struct cudaDeviceProp {
   int minor;
 };
 
+// The one function attribute kiln sets: a kernel's dynamic shared memory may exceed 48 KB only
+// after cudaFuncSetAttribute raises this (to at most 227 KB on sm_90, the emulated device).
+enum cudaFuncAttribute {
+  cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+};
+
+// What cudaFuncGetAttributes tells of a kernel (the fields kiln reads): the emulated device runs
+// every kernel as compiled for sm_90.
+struct cudaFuncAttributes {
+  std::size_t sharedSizeBytes;
+  std::size_t constSizeBytes;
+  std::size_t localSizeBytes;
+  int maxThreadsPerBlock;
+  int numRegs;
+  int ptxVersion;
+  int binaryVersion;
+  int maxDynamicSharedSizeBytes;
+};
+
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count);
@@ -67,6 +86,9 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t count, cudaM
                             cudaStream_t stream);
 cudaError_t cudaMemset(void* ptr, int value, std::size_t count);
 cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t count, cudaStream_t stream);
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value);
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func);
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
