@@ -198,7 +198,11 @@ constexpr std::int64_t kMaxAttentionHeadDim = 256;
 
 struct AttentionArgs {
   const char* op = "attention";  // the caller, for errors
+  // q, k and v's dtype; out and logsumexp have it too, except with bf16 operands (CUDA only:
+  // the tensor-core kernels of core/cuda/attention_mma.h), where out is out_dtype and logsumexp,
+  // dout, dq, dk and dv are float32.
   DType dtype = DType::f32;
+  DType out_dtype = DType::f32;
   std::int64_t batch = 0, heads = 0, kv_heads = 0, queries = 0, keys = 0, d = 0;
   double scale = 1.0;
   double dropout_p = 0.0;

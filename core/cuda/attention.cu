@@ -1,4 +1,5 @@
-// Causal attention on CUDA, tile by tile with an online softmax (FlashAttention-2, Dao 2023),
+// Causal attention on CUDA for float32 and float64 (bf16 Q, K, V go to the tensor-core kernels of
+// attention_mma.cu), tile by tile with an online softmax (FlashAttention-2, Dao 2023),
 // with the semantics of core/cpu/attention.cpp: no (queries, keys) matrix in memory, the dropout
 // mask of philox::attention_keep recomputed wherever it is needed, tiles above the diagonal
 // skipped. Tiles live in static shared memory: R rows of Q, K, V (and dY) of up to D columns and
@@ -21,6 +22,7 @@
 
 #include <cuda/std/limits>
 
+#include "core/cuda/attention_mma.h"
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/cuda_backend.h"
 #include "core/cuda/cuda_check.h"
@@ -390,6 +392,7 @@ void CudaBackend::attention_forward(const AttentionArgs& args) {
   check_attention(args);
   if (args.batch * args.heads * args.queries == 0) return;
   activate();
+  if (args.dtype == DType::bf16) return gpu::attention_forward_mma(args, stream_);
   const std::uint32_t threshold = philox::dropout_threshold(args.dropout_p);
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -410,6 +413,8 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const AttentionG
   const HeadsArg &dout = grads.dout, &dq = grads.dq, &dk = grads.dk, &dv = grads.dv;
   if (args.batch * args.heads * args.queries == 0) return;
   activate();
+  if (args.dtype == DType::bf16)
+    return gpu::attention_backward_mma(args, grads, stream_, *allocator_);
   const std::uint32_t threshold = philox::dropout_threshold(args.dropout_p);
   dispatch_floating(args.dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -110,6 +110,11 @@ std::size_t CachingAllocator::peak_bytes_in_use() const {
   return peak_;
 }
 
+void CachingAllocator::reset_peak_bytes_in_use() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  peak_ = in_use_;
+}
+
 std::size_t CachingAllocator::bytes_reserved() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return reserved_;

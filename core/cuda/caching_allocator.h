@@ -36,6 +36,7 @@ class CachingAllocator {
 
   std::size_t bytes_in_use() const;         // requested bytes of the blocks handed out
   std::size_t peak_bytes_in_use() const;    // the most bytes_in_use() has been
+  void reset_peak_bytes_in_use();           // from now on: peak = bytes_in_use()
   std::size_t bytes_reserved() const;       // block bytes held from the driver (in use + cached)
   std::int64_t device_allocations() const;  // cudaMalloc calls so far
 

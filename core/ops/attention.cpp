@@ -71,6 +71,17 @@ AttentionArgs shape_args(const char* op, DType dtype, std::int64_t batch, std::i
   return a;
 }
 
+// True when the kernels read bf16 operands themselves: CUDA's tensor-core kernels
+// (core/cuda/attention_mma.h). The CPU backend computes in float32 on widened copies.
+bool reads_bf16(const Tensor& operand) {
+  return operand.dtype() == DType::bf16 && operand.device().is_cuda();
+}
+
+// The operand as the kernels read it: itself where they read bf16, else compute_copy.
+Tensor attention_operand(const Tensor& t, DType kernel_dtype) {
+  return kernel_dtype == DType::bf16 ? t : compute_copy(t);
+}
+
 // An empty output whose inputs get zero gradients (no kernels run on empty buffers). `op` is a
 // string literal (autograd keeps the view).
 Tensor empty_attention(std::string_view op, const Shape& out_shape,
@@ -112,13 +123,18 @@ Tensor causal_attention(const Tensor& projected_in, std::int64_t heads, std::int
     return autocast_result(empty_attention("causal_attention", {B, T, heads * d}, {projected}),
                            projected.dtype());
 
-  // The kernels compute in float32 on bf16 operands' values; what is saved stays bf16.
+  // The kernels compute in float32: CUDA reads bf16 operands directly (and writes Y in the dtype
+  // the op returns), the CPU widens them first. What is saved stays bf16.
   const Tensor qkv = projected.contiguous().detach();
-  const Tensor qkv_values = compute_copy(qkv);
-  Tensor out = empty({B, T, heads * d}, {dtype, projected.device()});
+  const DType kernel_dtype = reads_bf16(qkv) ? DType::bf16 : dtype;
+  const Tensor qkv_values = attention_operand(qkv, kernel_dtype);
+  const DType out_dtype =
+      kernel_dtype == DType::bf16 ? autocast_result_dtype(dtype, projected.dtype()) : dtype;
+  Tensor out = empty({B, T, heads * d}, {out_dtype, projected.device()});
   Tensor logsumexp = empty({B, heads, T}, {dtype, projected.device()});
-  AttentionArgs args =
-      shape_args("causal_attention", dtype, B, heads, kv_heads, T, T, d, dropout_p, training, gen);
+  AttentionArgs args = shape_args("causal_attention", kernel_dtype, B, heads, kv_heads, T, T, d,
+                                  dropout_p, training, gen);
+  args.out_dtype = out_dtype;
   args.q = block_of(qkv_values, 0, d);
   args.k = block_of(qkv_values, heads, d);
   args.v = block_of(qkv_values, heads + kv_heads, d);
@@ -129,7 +145,8 @@ Tensor causal_attention(const Tensor& projected_in, std::int64_t heads, std::int
 
   record("causal_attention", out, {projected}, {qkv, out, logsumexp},
          [args](const Tensor& grad, const Saved& s) {
-           const Tensor qkv = compute_copy(s[0]), out = compute_copy(s[1]);
+           const Tensor qkv = attention_operand(s[0], args.dtype),
+                        out = attention_operand(s[1], args.dtype);
            const Tensor dy = grad.contiguous();
            Tensor dqkv = empty(qkv.shape(), {grad.dtype(), grad.device()});
            AttentionArgs a = args;
@@ -172,19 +189,24 @@ Tensor causal_attention_heads(const Tensor& q_in, const Tensor& k_in, const Tens
         empty_attention("causal_attention_heads", {B, queries, heads * d}, {q, k, v}), q.dtype());
 
   // Operands the kernels cannot read in place (heads_readable) are copied; any other strides
-  // are taken as they are. The kernels compute in float32 on bf16 operands' values; what is
-  // saved stays bf16.
+  // are taken as they are. The kernels compute in float32: CUDA reads bf16 operands directly (and
+  // writes Y in the dtype the op returns), the CPU widens them first. What is saved stays bf16.
   const auto readable = [](const Tensor& t) {
     return (heads_readable(t) ? t : t.contiguous()).detach();
   };
   const Tensor qr = readable(q), kr = readable(k), vr = readable(v);
-  const Tensor q_values = compute_copy(qr), k_values = compute_copy(kr),
-               v_values = compute_copy(vr);
-  const DType dtype = q_values.dtype();
-  Tensor out = empty({B, queries, heads * d}, {dtype, q.device()});
+  const DType dtype = compute_dtype(q.dtype());
+  const DType kernel_dtype = reads_bf16(qr) ? DType::bf16 : dtype;
+  const Tensor q_values = attention_operand(qr, kernel_dtype),
+               k_values = attention_operand(kr, kernel_dtype),
+               v_values = attention_operand(vr, kernel_dtype);
+  const DType out_dtype =
+      kernel_dtype == DType::bf16 ? autocast_result_dtype(dtype, q.dtype()) : dtype;
+  Tensor out = empty({B, queries, heads * d}, {out_dtype, q.device()});
   Tensor logsumexp = empty({B, heads, queries}, {dtype, q.device()});
-  AttentionArgs args = shape_args("causal_attention_heads", dtype, B, heads, kv_heads, queries,
-                                  keys, d, dropout_p, training, gen);
+  AttentionArgs args = shape_args("causal_attention_heads", kernel_dtype, B, heads, kv_heads,
+                                  queries, keys, d, dropout_p, training, gen);
+  args.out_dtype = out_dtype;
   args.q = heads_of(q_values), args.k = heads_of(k_values), args.v = heads_of(v_values);
   args.out = concatenated(out, d);
   args.logsumexp = logsumexp.raw_data();
@@ -197,8 +219,10 @@ Tensor causal_attention_heads(const Tensor& q_in, const Tensor& k_in, const Tens
            const Tensor dy = grad.contiguous();
            Tensor dq = empty(s[0].shape(), options), dk = empty(s[1].shape(), options),
                   dv = empty(s[2].shape(), options);
-           const Tensor q = compute_copy(s[0]), k = compute_copy(s[1]), v = compute_copy(s[2]),
-                        out = compute_copy(s[3]);
+           const Tensor q = attention_operand(s[0], args.dtype),
+                        k = attention_operand(s[1], args.dtype),
+                        v = attention_operand(s[2], args.dtype),
+                        out = attention_operand(s[3], args.dtype);
            AttentionArgs a = args;
            a.q = heads_of(q), a.k = heads_of(k), a.v = heads_of(v);
            a.out = concatenated(out, a.d);

@@ -29,8 +29,9 @@ namespace kiln {
 // before dropout, and the op runs the materializing algorithm (memory O(T^2)), as it does for a
 // d_head above kMaxAttentionHeadDim (core/backend.h). A product, as matmul: bf16 operands are
 // computed on in float32 and give float32; under an Autocast to bf16 float32 operands are cast to
-// bf16 and the result is rounded to bf16. The fused path saves the bf16 operands and result; the
-// materializing path widens bf16 operands to float32 first.
+// bf16 and the result is rounded to bf16. The fused path saves the bf16 operands and result (on
+// CUDA its tensor-core kernels read them directly, rounding P, dS and dY to bf16 as
+// FlashAttention-2 does); the materializing path widens bf16 operands to float32 first.
 Tensor causal_attention(const Tensor& projected, std::int64_t heads, std::int64_t kv_heads,
                         double dropout_p = 0.0, bool training = false, Generator* gen = nullptr,
                         Tensor* probabilities = nullptr);
