@@ -7,7 +7,8 @@
 #                 test_cuda's cases, test_core's parity/ cases, test_optim's CUDA cases; none may
 #                 fail or skip
 #   2. attention  the attention benchmark cases (test_cuda "[bench]" cases with "attention" in
-#                 their names, when the binary has them): their RESULT lines
+#                 their names, when the binary has them): their RESULT lines, and beside them
+#                 bench/sdpa_torch_cuda.py's (PyTorch's SDPA, same shapes and flop count)
 #   3. sanitizer  compute-sanitizer racecheck and synccheck over test_cuda's attention cases
 #   4. bf16       bench_train --device cuda --config gpt2-small --precision bf16 beside
 #                 bench/torch_ref.py (autocast bf16, SDPA, fused Adam) at the same shape on the
@@ -15,8 +16,9 @@
 #   5. timing     bench_train --profile (a few gpt2-small bf16 steps: device ms per op family
 #                 from CUDA events) and bench_ops --device cuda --quick (each kernel family
 #                 timed by CUDA events: GFLOP/s, GB/s, ms)
-# Files in $OUT (else build-gpu/gpu-check/): machine.txt suite.log attention.log racecheck.log
-# synccheck.log bench_kiln.log bench_torch.log profile.log ops.log summary.txt.
+# Files in $OUT (else build-gpu/gpu-check/): machine.txt suite.log attention.log
+# attention_torch.log racecheck.log synccheck.log bench_kiln.log bench_torch.log profile.log
+# ops.log summary.txt.
 #
 # Every phase has a timeout, cut to what is left of KILN_GPU_CHECK_BUDGET (default 400 s) less
 # 10 s for the summary. Exits 1 when a test, a sanitizer or kiln's benchmark failed.
@@ -117,6 +119,19 @@ else
   echo "no attention benchmark cases in this test_cuda" | tee "$logs/attention.log"
   note "attention bench" "no such cases in this binary"
 fi
+# PyTorch's scaled_dot_product_attention at the same shapes, flop count and format, beside them.
+torch_ok=$(python3 -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null)
+if [ "$emulate" != 1 ] && [ "$torch_ok" = 1 ]; then
+  timeout "$(limit 60)" python3 -u "$device/sdpa_torch_cuda.py" >"$logs/attention_torch.log" 2>&1
+  grep '^RESULT' "$logs/attention_torch.log" || tail -5 "$logs/attention_torch.log"
+  while read -r _ name value; do note "${name%_tflops}" "$value TFLOP/s"; done \
+    < <(grep '^RESULT' "$logs/attention_torch.log")
+else
+  why="PyTorch sees no CUDA device"
+  [ "$emulate" = 1 ] && why="emulated device"
+  echo "not run: $why" | tee "$logs/attention_torch.log"
+  note "torch sdpa" "not run ($why)"
+fi
 
 # ---- 3. compute-sanitizer on the attention cases
 attention_cases=$("$bin/test_cuda" --list-test-names-only 2>/dev/null | grep -i '^ *cuda/.*attention' |
@@ -167,7 +182,6 @@ peak $(field peak_device_mb "$kiln") MiB, MFU ${kiln##* MFU }"
 else
   note "kiln bf16" "FAILED (see bench_kiln.log)"
 fi
-torch_ok=$(python3 -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null)
 if [ "$emulate" != 1 ] && [ "$torch_ok" = 1 ] && [ -d "$device/wikitext-2" ]; then
   timeout "$(limit 150)" python3 -u "$device/torch_ref.py" --device cuda --precision bf16 --sdpa \
     --fused-adam --norm pre --activation gelu "${torch_shape[@]}" --data "$device/wikitext-2" \

@@ -9,7 +9,7 @@
 #              runtime, cuBLAS and cuBLASLt with its toolkit (/usr/local/cuda/lib64), which
 #              gpu_check.sh puts on LD_LIBRARY_PATH; they are not carried (cuBLAS alone is
 #              hundreds of MB)
-#   wikitext-2/ and torch_ref.py, for PyTorch's side of the benchmark
+#   wikitext-2/, torch_ref.py and sdpa_torch_cuda.py, for PyTorch's side of the benchmarks
 # and checks that the working tree and .device stay under the device tool's 64 MiB.
 #
 # KILN_GPU_CHECK_EMULATE=1 takes the binaries from build-emu/ (KILN_CUDA=EMULATE) instead, for the
@@ -83,6 +83,7 @@ else
   echo "prepare_device: no WikiText-2 (set KILN_DATA): PyTorch's side will be skipped" >&2
 fi
 cp bench/torch_ref.py "$device/torch_ref.py"
+cp bench/sdpa_torch_cuda.py "$device/sdpa_torch_cuda.py"
 
 tree_kib=$(git ls-files -z | xargs -0 du -ck 2>/dev/null | tail -1 | cut -f1)
 device_kib=$(du -sk "$device" | cut -f1)
