@@ -25,6 +25,7 @@ struct CastEntry {
 // shape are told apart by the shape and strides check in autocast_weight.
 thread_local std::map<std::pair<const Storage*, std::int64_t>, CastEntry> cast_cache;
 thread_local std::int64_t casts_made = 0;
+thread_local int cache_holders = 0;  // live AutocastWeightCache objects
 
 }  // namespace
 
@@ -44,7 +45,13 @@ Autocast::Autocast(Precision precision) : previous_(current_precision) {
 
 Autocast::~Autocast() {
   current_precision = previous_;
-  if (current_precision != Precision::bf16) cast_cache.clear();
+  if (current_precision != Precision::bf16 && cache_holders == 0) cast_cache.clear();
+}
+
+AutocastWeightCache::AutocastWeightCache() { ++cache_holders; }
+
+AutocastWeightCache::~AutocastWeightCache() {
+  if (--cache_holders == 0 && current_precision != Precision::bf16) cast_cache.clear();
 }
 
 Precision autocast_precision() { return current_precision; }

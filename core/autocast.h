@@ -57,10 +57,23 @@ Tensor autocast_operand(const Tensor& t);
 // while the weight's version counter (core/storage.h: bumped by every in-place write and
 // optimizer step) is unchanged, so that a step's forward (and, through what the products save,
 // its backward) rounds each weight once, not once per product. A stale copy is never returned: a
-// changed version makes a new copy. The cache is emptied when the outermost bf16 Autocast ends.
+// changed version makes a new copy. The cache is emptied when the outermost bf16 Autocast ends
+// (unless an AutocastWeightCache, below, holds it).
 // The copy is detached; the op routes the gradient to `weight` itself. Only ops on backends whose
 // GEMM cannot round as it reads (Backend::gemm_rounds_operands) call this.
 Tensor autocast_weight(const Tensor& weight);
+
+// Keeps autocast_weight's copies past the end of Autocast scopes while it lives: a training step
+// holds one over its gradient-accumulation windows, each forward in an Autocast of its own, so a
+// weight is rounded once per step, not once per window. The cache is emptied when the last one
+// ends outside any bf16 Autocast.
+class AutocastWeightCache {
+ public:
+  AutocastWeightCache();
+  ~AutocastWeightCache();
+  AutocastWeightCache(const AutocastWeightCache&) = delete;
+  AutocastWeightCache& operator=(const AutocastWeightCache&) = delete;
+};
 
 // The bf16 copies autocast_weight has made on this thread (for tests: one per weight per step).
 std::int64_t autocast_weight_casts();

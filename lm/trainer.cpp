@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/build_info.h"
 #include "core/io/crc32.h"
@@ -501,8 +502,11 @@ StepRecord Trainer::step() {
   optimizer_.zero_grad();
   const StepWindows windows = step_windows();
   std::vector<Tensor> losses;  // this rank's windows'
-  for (std::int64_t i = windows.first; i < windows.last; ++i)
-    losses.push_back(forward_backward(i, windows));
+  {
+    const AutocastWeightCache step_casts;  // each weight rounded once per step, not per window
+    for (std::int64_t i = windows.first; i < windows.last; ++i)
+      losses.push_back(forward_backward(i, windows));
+  }
   const Tensor window_losses = reduce_over_ranks(losses, windows);
   const std::vector<Tensor> params = optimizer_.parameters();
   step_guard_(ledger_, window_losses, grad_sums_of_squares(params, options_.device),

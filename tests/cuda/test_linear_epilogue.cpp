@@ -165,6 +165,26 @@ TEST_CASE("cuda/autocast makes one bf16 copy per weight per step, never a stale 
     optimizer.zero_grad();
   }
 
+  // Two accumulation windows of one step, each forward in its own scope, as lm::Trainer runs
+  // them: an AutocastWeightCache over the step keeps the copies between them; once it ends, the
+  // cache is emptied and the next step casts again.
+  for (int step = 0; step < 2; ++step) {
+    const std::int64_t before = autocast_weight_casts();
+    {
+      const AutocastWeightCache step_casts;
+      for (int window = 0; window < 2; ++window) {
+        Tensor loss;
+        {
+          const Autocast scope(Precision::bf16);
+          loss = forward();
+        }
+        loss.backward();
+      }
+    }
+    CHECK(autocast_weight_casts() - before == 3);  // not 6: once per step
+    optimizer.zero_grad();
+  }
+
   // An optimizer step inside one autocast scope: the cached copies are stale (the weights'
   // versions moved) and the next product casts the new values.
   Tensor before_step, after_step;
