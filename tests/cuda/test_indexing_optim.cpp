@@ -202,7 +202,8 @@ TEST_CASE("cuda/adam and sgd updates match the CPU over several steps", "[cuda][
   }
 }
 
-TEST_CASE("cuda/the step ledger and guarded updates equal the CPU's bit for bit", "[cuda][optim]") {
+TEST_CASE("cuda/the step ledger equals the CPU's bit for bit, and skips the updates it stops",
+          "[cuda][optim]") {
   if (!cuda_available_or_skip()) return;
   Generator gen(65);
   const std::int64_t n = 4099;
@@ -222,9 +223,19 @@ TEST_CASE("cuda/the step ledger and guarded updates equal the CPU's bit for bit"
     REQUIRE(bits(ledger.gpu.to(Device::cpu())) == bits(ledger.cpu));  // NaN slots too
     NoGradGuard no_grad;
     const AdamArgs adam{.lr = 1e-2, .step = step};
+    const std::vector<float> before = param.gpu.to(Device::cpu()).to_vector<float>();
     adam_update_(param.cpu, grad.cpu, m.cpu, v.cpu, adam, ledger.cpu);
     adam_update_(param.gpu, grad.gpu, m.gpu, v.gpu, adam, ledger.gpu);
-    REQUIRE(param.gpu.to(Device::cpu()).to_vector<float>() == param.cpu.to_vector<float>());
+    // The update itself is the CPU's within float32 rounding (whether a * b + c becomes an FMA is
+    // each compiler's choice, nvcc's or GCC's, and differs with the optimisation level); what the
+    // ledger decides is exact: a skipped update leaves every bit of the parameter as it was.
+    const std::vector<float> after = param.gpu.to(Device::cpu()).to_vector<float>();
+    if (step == 1) {
+      REQUIRE(after != before);
+      REQUIRE(relative_error(param.gpu, param.cpu) <= 1e-6);
+    } else {
+      REQUIRE(after == before);
+    }
   }
   const std::vector<double> last = ledger.cpu.to_vector<double>();
   CHECK(last[StepLedger::first_bad] == 2.0);
