@@ -35,6 +35,14 @@ logs=${OUT:-$root/build-gpu/gpu-check}
 mkdir -p "$logs"
 started=$(date +%s)
 budget=${KILN_GPU_CHECK_BUDGET:-400}
+# prepare_device.sh packs the binaries, their libraries and WikiText-2 into one archive (the
+# device tool carries 64 MiB): unpacked beside the scripts, outside the carried folder.
+if [ -f "$device/payload.tar.gz" ]; then
+  unpacked=$(mktemp -d)
+  tar -C "$unpacked" -xzf "$device/payload.tar.gz" || exit 2
+  cp "$device"/*.py "$unpacked/"
+  device=$unpacked
+fi
 bin=$device/bin
 export PATH=/usr/local/cuda/bin:$PATH
 cuda_libs=/usr/local/cuda/lib64:/usr/local/cuda/lib
