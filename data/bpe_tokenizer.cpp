@@ -294,31 +294,71 @@ void BpeTokenizer::decode_append(std::span<const std::int64_t> ids, std::string&
   for (const std::int64_t id : ids) out += token_bytes(id);
 }
 
-bool BpeTokenizer::inside_added(std::string_view text, std::size_t p) const {
+namespace {
+
+// The start of a UTF-8 sequence that the text's end begins but does not finish, or text.size().
+std::size_t incomplete_utf8_start(std::string_view text) {
+  for (std::size_t back = 1; back <= 3 && back <= text.size(); ++back) {
+    const auto c = static_cast<unsigned char>(text[text.size() - back]);
+    if (c < 0x80) break;
+    if (c >= 0xC0) {
+      const std::size_t length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+      return length > back ? text.size() - back : text.size();
+    }
+  }
+  return text.size();
+}
+
+}  // namespace
+
+bool BpeTokenizer::may_span_added(std::string_view text, std::size_t p) const {
   for (const AddedToken& a : added_) {
     const std::size_t length = a.content.size();
-    const std::size_t from = p >= length ? p - length + 1 : 0;
-    const std::size_t at =
-        text.substr(0, std::min(text.size(), p + length - 1)).find(a.content, from);
-    if (at != std::string_view::npos && at < p) return true;
+    for (std::size_t at = p >= length ? p - length + 1 : 0; at < p; ++at) {
+      const std::size_t held = std::min(length, text.size() - at);
+      if (text.compare(at, held, a.content, 0, held) == 0) return true;
+    }
   }
   return false;
 }
 
+std::size_t BpeTokenizer::partial_added_start(std::string_view text) const {
+  std::size_t start = text.size();
+  for (const AddedToken& a : added_) {
+    const std::size_t length = a.content.size();
+    for (std::size_t at = text.size() >= length ? text.size() - length + 1 : 0; at < start; ++at)
+      if (text.compare(at, std::string_view::npos, a.content, 0, text.size() - at) == 0) {
+        start = at;
+        break;
+      }
+  }
+  return start;
+}
+
 std::size_t BpeTokenizer::next_cut(std::string_view text, std::size_t from) const {
   for (std::size_t p = std::max<std::size_t>(from, 1); p < text.size(); ++p)
-    if (is_fixed_boundary(text, p) && !inside_added(text, p)) return p;
+    if (is_fixed_boundary(text, p) && !may_span_added(text, p)) return p;
   return text.size();
 }
 
 std::size_t BpeTokenizer::last_cut(std::string_view text) const {
   for (std::size_t p = text.size(); p-- > 1;)
-    if (is_fixed_boundary(text, p) && !inside_added(text, p)) return p;
-  // No fixed boundary (a block of spaces, or of one script without spaces): the start of the
-  // last piece, whose end the text may not yet hold.
-  std::size_t last = 0;
-  for_each_piece(text, [&](std::size_t begin, std::size_t, std::int32_t) { last = begin; });
-  return last;
+    if (is_fixed_boundary(text, p) && !may_span_added(text, p)) return p;
+  // No fixed boundary (a block of spaces, or of one script without spaces). The scanner settles
+  // where a piece ends by reading at most up to the end of the piece after it (a run's first
+  // character of another class, the letter after "'r" that is not "e", the non-space after a run
+  // of spaces), so every piece but the last ends where the whole text's does: the start of the
+  // second-to-last piece is a cut, and the start of the last one is not ("'r" may become "'re").
+  // A character that the text's end only begins may be of another class, and an added token
+  // that it only begins may end the text's last stretch early, so the pieces are those of the
+  // text before either.
+  const std::size_t settled = std::min(partial_added_start(text), incomplete_utf8_start(text));
+  std::vector<std::size_t> starts;
+  for_each_piece(text.substr(0, settled),
+                 [&](std::size_t begin, std::size_t, std::int32_t) { starts.push_back(begin); });
+  for (std::size_t k = starts.size() >= 2 ? starts.size() - 2 : 0; k >= 1; --k)
+    if (!may_span_added(text, starts[k])) return starts[k];
+  return 0;
 }
 
 std::string BpeTokenizer::token_label(std::int64_t id) const {

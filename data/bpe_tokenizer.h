@@ -89,8 +89,12 @@ class BpeTokenizer final : public Tokenizer {
   void encode_piece(std::string_view piece, std::vector<std::int64_t>& ids, Cache& cache) const;
   void merge_short(std::vector<std::int32_t>& symbols, Cache& cache) const;
   void merge_long(std::vector<std::int32_t>& symbols) const;
-  // Whether p falls strictly inside an occurrence of an added token.
-  bool inside_added(std::string_view text, std::size_t p) const;
+  // Whether p falls strictly inside an occurrence of an added token, or inside one that the
+  // text's end may begin (text ends with a prefix of it).
+  bool may_span_added(std::string_view text, std::size_t p) const;
+  // The start of the earliest added token that the text's end begins but does not hold whole,
+  // or text.size().
+  std::size_t partial_added_start(std::string_view text) const;
 
   std::vector<std::string> symbols_;
   std::vector<std::string> bytes_;

@@ -13,6 +13,7 @@
 #include "data/byte_level.h"
 #include "data/char_tokenizer.h"
 #include "data/corpus.h"
+#include "data/prepare.h"
 #include "data/pretokenizer.h"
 #include "data/unicode_classes.h"
 #include "data/word_tokenizer.h"
@@ -220,6 +221,100 @@ TEST_CASE("cuts encode as the whole, and so do several threads") {
   const std::string lines = "a b\nb a\r\na\rb b b\n";
   CHECK(words.last_cut(lines) == 11);    // after the lone "\r"
   CHECK(words.next_cut(lines, 5) == 9);  // after "\r\n"
+}
+
+namespace {
+
+// A BPE with GPT-2's "<|endoftext|>" added, so cuts must also keep clear of added tokens.
+BpeTokenizer bpe_with_endoftext() {
+  nlohmann::json j = read_json("hf_tokenizer.json");
+  const auto id = static_cast<std::int64_t>(j["model"]["vocab"].size());
+  j["added_tokens"] = nlohmann::json::array(
+      {{{"id", id}, {"content", "<|endoftext|>"}, {"special", true}, {"normalized", true}}});
+  return BpeTokenizer::from_json(j.dump(), "with-eot");
+}
+
+// Text of fragments whose pieces depend on what follows: contractions cut short, CJK without
+// spaces, U+3000 and other spaces in runs, an added token and its prefixes, 4-byte emoji.
+std::string fragment_text(std::mt19937_64& rng, std::size_t fragments) {
+  static const std::vector<std::string> kFragments = {"\xE4\xB8\xAD",
+                                                      "'",
+                                                      "r",
+                                                      "e",
+                                                      "ll",
+                                                      "l",
+                                                      "v",
+                                                      "s",
+                                                      "\xE3\x80\x80",
+                                                      " ",
+                                                      "\t",
+                                                      "\n",
+                                                      "x",
+                                                      "1",
+                                                      "<|endoftext|>",
+                                                      "<|",
+                                                      "endoftext",
+                                                      "\xF0\x9F\x98\x80",
+                                                      "\xC2\xA0"};
+  std::string text;
+  for (std::size_t k = 0; k < fragments; ++k) text += kFragments[rng() % kFragments.size()];
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("a block's last cut is a cut of every text that continues the block") {
+  // A block read so far is a prefix of the text; its last cut must cut the whole text, whatever
+  // follows. Before, with no fixed boundary, the start of the last piece was taken: "中'r" read
+  // so far cut before "r", and "中'r" + "e中" gave "'", "re中" where the whole gives "'re", "中".
+  const BpeTokenizer bpe = bpe_with_endoftext();
+  std::mt19937_64 rng(52);
+  std::vector<std::string> texts = {
+      "\xE4\xB8\xAD'r"
+      "e\xE4\xB8\xAD\xE6\x96\x87",
+      "\xE3\x80\x80\xE3\x80\x80\xE4\xB8\xAD'll\xE4\xB8\xAD", "\t\t\xE3\x80\x80x",
+      "x   <|endoftext|>y"};
+  for (int trial = 0; trial < 300; ++trial) texts.push_back(fragment_text(rng, 2 + rng() % 14));
+  for (const std::string& text : texts) {
+    const Ids whole = bpe.encode(text);
+    for (std::size_t read = 1; read <= text.size(); ++read) {
+      const std::size_t cut = bpe.last_cut(std::string_view(text).substr(0, read));
+      if (cut == 0) continue;
+      REQUIRE(cut < read);
+      Ids joined = bpe.encode(std::string_view(text).substr(0, cut));
+      const Ids rest = bpe.encode(std::string_view(text).substr(cut));
+      joined.insert(joined.end(), rest.begin(), rest.end());
+      INFO("'" << printable_text(text) << "' read to " << read << ", cut at " << cut);
+      REQUIRE(joined == whole);
+    }
+  }
+}
+
+TEST_CASE("prepared BPE ids do not depend on where the blocks end") {
+  // The text: CJK indented with U+3000, contractions and no ASCII cut point, read in
+  // blocks of 1 to 40 bytes, as kiln-prepare reads 8 MiB blocks.
+  const BpeTokenizer bpe = bpe_with_endoftext();
+  std::string text;
+  std::mt19937_64 rng(8);
+  for (int line = 0; line < 12; ++line)
+    text += "\xE3\x80\x80\xE3\x80\x80" + fragment_text(rng, 20) +
+            "\xE4\xB8\xAD'r"
+            "e\xE4\xB8\xAD";
+  const testing::TempDir dir;
+  const std::string path = dir.write("cjk.txt", text).string();
+  const Ids whole = bpe.encode(text);
+  for (std::uint64_t block_bytes = 1; block_bytes <= 40; ++block_bytes) {
+    Ids ids;
+    std::string seen;
+    read_text_blocks({{path, 0, text.size()}}, bpe, block_bytes, 1 << 20,
+                     [&](std::string_view block, bool) {
+                       bpe.encode_append(block, ids);
+                       seen += block;
+                     });
+    INFO("blocks of " << block_bytes << " bytes");
+    CHECK(seen == text);
+    CHECK(ids == whole);
+  }
 }
 
 TEST_CASE("the char tokenizer: bytes first, then the code points seen") {
