@@ -3,6 +3,7 @@
 // exact round trips on any bytes, cuts that encode as the whole, training that reproduces its
 // committed output, the character and word tokenizers, and tokenizer.json files that are refused.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -314,6 +315,58 @@ TEST_CASE("prepared BPE ids do not depend on where the blocks end") {
     INFO("blocks of " << block_bytes << " bytes");
     CHECK(seen == text);
     CHECK(ids == whole);
+  }
+}
+
+TEST_CASE("GPT-2's own tokenizer.json loads in a second and encodes as tokenizers 0.23") {
+  // tools/make_gpt2_golden.py: GPT-2's file as tokenizers saves it (continuing_subword_prefix
+  // and end_of_word_suffix "", merges as pairs), and tokenizers 0.23.3's pieces and ids of a
+  // text per script whose class changed from Unicode 14.0 to 16.0, and of varied texts.
+  const std::string json = read_text_file(KILN_GPT2_TOKENIZER);
+  const auto start = std::chrono::steady_clock::now();
+  const BpeTokenizer gpt2 = BpeTokenizer::from_json(json, "gpt2");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO("GPT-2's tokenizer.json loaded in " << seconds << " s");
+  CHECK(seconds < 1.0);
+  CHECK(gpt2.vocab_size() == 50257);
+  CHECK(gpt2.encode("Hello world") == Ids{15496, 995});
+  const nlohmann::json golden = read_json("gpt2_golden.json");
+  REQUIRE(golden["unicode"].size() >= 30);
+  for (const char* group : {"unicode", "texts"}) {
+    for (const nlohmann::json& g : golden[group]) {
+      const std::string text = g["text"];
+      INFO(group << ": " << g.value("name", "") << " '" << printable_text(text) << "'");
+      if (!g["pieces"].empty()) CHECK(pieces(text) == g["pieces"].get<std::vector<std::string>>());
+      CHECK(gpt2.encode(text) == g["ids"].get<Ids>());
+    }
+  }
+  // The block-cut text, read in blocks of every size up to 40 bytes.
+  const nlohmann::json& cut = golden["texts"].back();
+  const std::string text = cut["text"];
+  const testing::TempDir dir;
+  const std::string path = dir.write("cut.txt", text).string();
+  for (std::uint64_t block_bytes = 1; block_bytes <= 40; ++block_bytes) {
+    Ids ids;
+    read_text_blocks({{path, 0, text.size()}}, gpt2, block_bytes, 1 << 20,
+                     [&](std::string_view block, bool) { gpt2.encode_append(block, ids); });
+    INFO("blocks of " << block_bytes << " bytes");
+    CHECK(ids == cut["ids"].get<Ids>());
+  }
+}
+
+TEST_CASE("empty continuing_subword_prefix and end_of_word_suffix read as unset") {
+  nlohmann::json j = read_json("hf_tokenizer.json");
+  const std::string text = read("sample.txt");
+  const Ids expected = BpeTokenizer::from_json(j.dump(), "hf").encode(text);
+  j["model"]["continuing_subword_prefix"] = "";
+  j["model"]["end_of_word_suffix"] = "";
+  CHECK(BpeTokenizer::from_json(j.dump(), "empty-affixes").encode(text) == expected);
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    nlohmann::json set = j;
+    set["model"][key] = "##";
+    CHECK_THAT(error_message([&] { BpeTokenizer::from_json(set.dump(), "affix.json"); }),
+               Contains("affix.json") && Contains(key));
   }
 }
 
