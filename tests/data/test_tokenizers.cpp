@@ -318,17 +318,21 @@ TEST_CASE("prepared BPE ids do not depend on where the blocks end") {
   }
 }
 
-TEST_CASE("GPT-2's own tokenizer.json loads in a second and encodes as tokenizers 0.23") {
+TEST_CASE("GPT-2's own tokenizer.json loads in under a second and encodes as tokenizers 0.23") {
   // tools/make_gpt2_golden.py: GPT-2's file as tokenizers saves it (continuing_subword_prefix
   // and end_of_word_suffix "", merges as pairs), and tokenizers 0.23.3's pieces and ids of a
   // text per script whose class changed from Unicode 14.0 to 16.0, and of varied texts.
-  const std::string json = read_text_file(KILN_GPT2_TOKENIZER);
+  // A program reads the file and hashes the tokenizer (Tokenizer::hash, of to_json): 10 s
+  // before (to_json built its vocabulary quadratically), 0.4 s on the 2-vCPU Xeon.
   const auto start = std::chrono::steady_clock::now();
-  const BpeTokenizer gpt2 = BpeTokenizer::from_json(json, "gpt2");
+  const std::unique_ptr<Tokenizer> loaded = read_tokenizer(KILN_GPT2_TOKENIZER);
+  const std::uint64_t hash = loaded->hash();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  INFO("GPT-2's tokenizer.json loaded in " << seconds << " s");
+  INFO("GPT-2's tokenizer.json loaded and hashed in " << seconds << " s");
   CHECK(seconds < 1.0);
+  const BpeTokenizer gpt2 = BpeTokenizer::from_json(read_text_file(KILN_GPT2_TOKENIZER), "gpt2");
+  CHECK(BpeTokenizer::from_json(gpt2.to_json(), "again").hash() == hash);
   CHECK(gpt2.vocab_size() == 50257);
   CHECK(gpt2.encode("Hello world") == Ids{15496, 995});
   const nlohmann::json golden = read_json("gpt2_golden.json");
