@@ -226,6 +226,17 @@ TEST_CASE("errors/inputs: every reader refuses a FIFO or a folder at once, namin
   }
 }
 
+TEST_CASE("errors/tokenizer: an id far beyond the tokens is refused, not std::bad_alloc") {
+  // Found by a probe and by fuzz_tokenizer_json's seed broken-bpe-large-id: the reader grew its
+  // tables to the id first.
+  std::string json = file_bytes(kBpeDir + "hf_tokenizer.json");
+  const std::size_t at = json.find("\"!\": 0,");
+  REQUIRE(at != std::string::npos);
+  json.replace(at, 6, "\"!\": 1000000000");
+  CHECK_THAT(error_message([&] { tokenizer_from_json(json, "big.json"); }),
+             Contains("big.json") && Contains("has id 1000000000") && Contains("no token has id"));
+}
+
 TEST_CASE("the prepare step: three files, BPE, decoded back to the exact text") {
   TempDir dir;
   const std::string out = dir.file("ds");

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <string>
 
 #include "core/io/safetensors.h"
@@ -147,6 +148,7 @@ void write_tokenizer_json_seeds(const std::filesystem::path& dir) {
   write_text(work / "text.txt",
              "The kiln was fired in 1879 , and the caf\u00e9 's \u4e2d\u6587 lasted .\n"
              "It's   hot\r\n\tIt cost 2,500 (about 3) .\n");
+  std::map<std::string, std::string> trained;
   for (const char* kind : {"bpe", "char", "word"}) {
     const std::string out = (work / kind).string();
     prepare_dataset({.train = (work / "text.txt").string(),
@@ -155,17 +157,25 @@ void write_tokenizer_json_seeds(const std::filesystem::path& dir) {
                      .out = out,
                      .tokenizer = kind,
                      .vocab_size = std::string_view(kind) == "bpe" ? 280 : 0});
-    std::filesystem::copy_file(out + "/tokenizer.json", dir / kind,
-                               std::filesystem::copy_options::overwrite_existing);
+    std::ifstream in(out + "/tokenizer.json", std::ios::binary);
+    trained[kind] = {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    write_text(dir / kind, trained[kind]);
   }
   std::filesystem::remove_all(work);
-  write_text(dir / "broken-bpe-merge",
-             R"({"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":["a c"]}})");
-  write_text(dir / "broken-char-code-point",
-             R"({"kiln_tokenizer":"char","code_points":[1114112]})");
-  write_text(dir / "broken-word-duplicate", R"({"kiln_tokenizer":"word","words":["a","a"]})");
-  write_text(dir / "broken-large-id",
-             R"({"model":{"type":"BPE","vocab":{"a":1000000000},"merges":[]}})");
+  // One problem each, in an otherwise valid file.
+  const auto edited = [&](const char* name, const std::string& kind, const std::string& from,
+                          const std::string& to) {
+    std::string json = trained.at(kind);
+    const std::size_t at = json.find(from);
+    if (at == std::string::npos) fail("make_seeds: {} not found in the {} tokenizer", from, kind);
+    write_text(dir / name, json.replace(at, from.size(), to));
+  };
+  edited("broken-bpe-merge", "bpe", R"("I t")", R"("I q")");
+  edited("broken-bpe-large-id", "bpe", R"("!":0)", R"("!":1000000000)");
+  edited("broken-bpe-prefix", "bpe", R"("continuing_subword_prefix":null)",
+         R"("continuing_subword_prefix":"##")");
+  edited("broken-char-code-point", "char", "25991", "1114112");
+  edited("broken-word-duplicate", "word", R"("kiln")", R"("The")");
 }
 
 }  // namespace
