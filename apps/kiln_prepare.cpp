@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
                  "the training text (a file or folder), with --valid and --test");
   app.add_option("--valid", o.valid, "the validation text, with --train and --test");
   app.add_option("--test", o.test, "the test text, with --train and --valid");
-  app.add_option("--out", o.out, "the dataset folder (created; its files are replaced)")
+  app.add_option("--out", o.out, "the dataset folder (created, or replaced whole once the new one is complete)")
       ->required();
   app.add_option("--tokenizer", o.tokenizer,
                  "bpe (GPT-2's byte-level BPE, trained on the training text), char (UTF-8 code "
@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
     KILN_CHECK(!fractions || o.train.empty(),
                "--valid-fraction and --test-fraction split --input; with --train, --valid and "
                "--test the splits are given");
+    // An empty path is a mistake (an unset shell variable), not a request to train one.
+    KILN_CHECK(app.count("--tokenizer-file") == 0 || !o.tokenizer_file.empty(),
+               "--tokenizer-file: the path is empty; give a tokenizer.json, or leave the flag "
+               "out to train a tokenizer");
     KILN_CHECK(o.tokenizer_file.empty() || app.count("--vocab-size") == 0,
                "--vocab-size trains a tokenizer; --tokenizer-file {} gives one", o.tokenizer_file);
     o.max_line_bytes = static_cast<std::uint64_t>(max_line_bytes);

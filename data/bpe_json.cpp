@@ -106,11 +106,20 @@ BpeTokenizer bpe_tokenizer_from_json(const json& j, std::string_view source) {
              "tokenizer {}: model.vocab must be an object of token: id", source);
   std::vector<std::string> symbols;
   std::vector<bool> set;
+  // The ids run from 0 without a gap, so each is below the count of entries: a larger one is
+  // refused before the tables grow to it (id 10^9 once ended in std::bad_alloc).
+  std::size_t entries = vocab_it->size();
+  if (const auto it = j.find("added_tokens"); it != j.end() && it->is_array())
+    entries += it->size();
   const auto place = [&](const std::string& token, const json& id_json) {
     KILN_CHECK(id_json.is_number_unsigned() &&
                    id_json.get<std::uint64_t>() < std::numeric_limits<std::int32_t>::max(),
                "tokenizer {}: token {} has id {}, not an integer in [0, 2^31 - 1)", source,
                quote_word(token), id_json.dump());
+    KILN_CHECK(id_json.get<std::uint64_t>() < entries,
+               "tokenizer {}: token {} has id {}, but it has {} tokens, so no token has id k for "
+               "some k below {} (the ids must run from 0 to {})",
+               source, quote_word(token), id_json.dump(), entries, entries, entries - 1);
     const auto id = static_cast<std::size_t>(id_json.get<std::uint64_t>());
     if (id >= symbols.size()) symbols.resize(id + 1), set.resize(id + 1, false);
     KILN_CHECK(!set[id] || symbols[id] == token, "tokenizer {}: id {} is given to {} and to {}",

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/io/input_file.h"
 #include "core/io/utf8.h"
 
 namespace kiln {
@@ -280,9 +281,8 @@ std::string read_text_file(const std::filesystem::path& path) {
   KILN_CHECK(std::filesystem::exists(status), "corpus: '{}' not found", path.string());
   KILN_CHECK(std::filesystem::is_regular_file(status),
              "corpus: '{}' is not a regular file; expected a UTF-8 text file", path.string());
-  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
-                                                             &std::fclose);
-  KILN_CHECK(file != nullptr, "corpus: cannot open '{}': {}", path.string(), std::strerror(errno));
+  // Opened through the helper too: the path may have become a FIFO since the check above.
+  const FilePointer file = fopen_input_file(path.string(), "corpus");
   std::string bytes;
   if (const std::uintmax_t size = std::filesystem::file_size(path, ec); !ec) bytes.reserve(size);
   char chunk[1 << 16];

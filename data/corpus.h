@@ -92,7 +92,8 @@ TokenStream tokenize_file_fixed(const std::filesystem::path& path, const Vocabul
 class WordCounter {
  public:
   void add(std::string_view block);
-  // The count of all text added; ends the text's last line.
+  // Ends the text's last line (the next add starts another text, e.g. the next file) and
+  // returns the count of all text added so far: a running total over every text, not this one's.
   std::int64_t finish();
 
  private:

@@ -41,7 +41,8 @@ PreparedDataset::PreparedDataset(const std::filesystem::path& dir, const Tokeniz
     shards_[split_index(split)] = std::make_unique<TokenShard>(
         path.string(),
         ShardExpectation{.tokenizer_hash = hash,
-                         .vocab_size = static_cast<std::uint32_t>(tokenizer_->vocab_size())});
+                         .vocab_size = static_cast<std::uint32_t>(tokenizer_->vocab_size()),
+                         .tokenizer = tokenizer_.get()});
   }
 }
 

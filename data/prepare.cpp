@@ -1,9 +1,14 @@
 #include "data/prepare.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -12,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/io/input_file.h"
 #include "core/io/output_file.h"
 #include "data/bpe_trainer.h"
 #include "data/byte_level.h"
@@ -74,9 +80,7 @@ std::uint64_t size_of(const std::string& path) {
 std::uint64_t line_start_at_or_after(const std::string& path, std::uint64_t offset,
                                      std::uint64_t size) {
   if (offset == 0 || offset >= size) return std::min(offset, size);
-  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
-                                                             &std::fclose);
-  KILN_CHECK(file != nullptr, "prepare: cannot open {}: {}", path, std::strerror(errno));
+  const FilePointer file = fopen_input_file(path, "prepare: text");
   KILN_CHECK(fseeko(file.get(), static_cast<off_t>(offset - 1), SEEK_SET) == 0,
              "prepare: cannot seek in {}", path);
   std::uint64_t at = offset - 1;  // the byte before the candidate line start
@@ -208,6 +212,126 @@ std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& o, const Split& 
   return tokenizer;
 }
 
+// The files of a prepared dataset: the folder holds these and nothing else.
+constexpr std::string_view kDatasetFiles[] = {"tokenizer.json", "train.bin", "valid.bin",
+                                              "test.bin", "prepare.json"};
+
+// --out as the folder to replace: absolute, without a trailing slash, a symbolic link resolved
+// (the folder it names is replaced, not the link). When it exists, it must be a folder that
+// holds a dataset's files only: the whole folder is replaced, so anything else in it would go.
+fs::path dataset_folder(const std::string& flag_value) {
+  KILN_CHECK(!flag_value.empty(), "--out DIR is required");
+  std::error_code ec;
+  fs::path out = fs::absolute(flag_value, ec).lexically_normal();
+  KILN_CHECK(!ec, "--out {}: {}", flag_value, ec.message());
+  if (!out.has_filename()) out = out.parent_path();
+  if (fs::is_symlink(fs::symlink_status(out, ec))) {
+    out = fs::canonical(out, ec);
+    KILN_CHECK(!ec, "--out {}: cannot follow the symbolic link: {}", flag_value, ec.message());
+  }
+  const fs::file_status status = fs::status(out, ec);
+  if (!fs::exists(status)) return out;
+  KILN_CHECK(fs::is_directory(status), "--out {}: it exists and is not a folder", flag_value);
+  std::vector<std::string> foreign;
+  for (const fs::directory_entry& entry : fs::directory_iterator(out, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (std::find(std::begin(kDatasetFiles), std::end(kDatasetFiles), name) ==
+        std::end(kDatasetFiles))
+      foreign.push_back(name);
+  }
+  KILN_CHECK(!ec, "--out {}: cannot list the folder: {}", flag_value, ec.message());
+  std::sort(foreign.begin(), foreign.end());
+  KILN_CHECK(foreign.empty(),
+             "--out {}: the folder holds {}, which {} not a dataset's files; kiln-prepare "
+             "replaces the whole folder (a new one is swapped in, so that a dataset is never "
+             "half old and half new): give a folder of its own",
+             flag_value, fmt::join(foreign, ", "), foreign.size() == 1 ? "is" : "are");
+  return out;
+}
+
+void sync_folder(const fs::path& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  KILN_CHECK(fd >= 0, "--out: cannot open the folder {}: {}", folder.string(),
+             std::strerror(errno));
+  const bool synced = ::fsync(fd) == 0;
+  const int sync_errno = errno;
+  ::close(fd);
+  KILN_CHECK(synced, "--out: cannot sync the folder {}: {}", folder.string(),
+             std::strerror(sync_errno));
+}
+
+// The new dataset is written to a folder beside --out, .<name>.kiln-prepare.<pid>, and swapped in
+// whole once complete (renameat2's RENAME_EXCHANGE, atomic): a run stopped at any point, by an
+// error, a full disk or a signal, leaves the old dataset or the new one, never a mix (the reader
+// would refuse its shards as another tokenizer's, and the old data would be lost). Destroyed
+// before replace_dataset(), it removes the new folder; one a killed run left is removed by the
+// next run beside it.
+class StagingFolder {
+ public:
+  explicit StagingFolder(fs::path out) : out_(std::move(out)) {
+    const fs::path parent = out_.parent_path();
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    KILN_CHECK(!ec, "--out {}: cannot create the folder {}: {}", out_.string(), parent.string(),
+               ec.message());
+    const std::string prefix = "." + out_.filename().string() + ".kiln-prepare.";
+    for (const fs::directory_entry& entry : fs::directory_iterator(parent, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(prefix, 0) != 0) continue;
+      const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+      if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+        fs::remove_all(entry.path(), ec);
+    }
+    path_ = parent / (prefix + std::to_string(::getpid()));
+    fs::remove_all(path_, ec);
+    KILN_CHECK(fs::create_directory(path_, ec) && !ec, "--out {}: cannot create the folder {}: {}",
+               out_.string(), path_.string(), ec ? ec.message() : "it exists");
+  }
+  ~StagingFolder() {
+    std::error_code ec;
+    if (!replaced_) fs::remove_all(path_, ec);
+  }
+  StagingFolder(const StagingFolder&) = delete;
+  StagingFolder& operator=(const StagingFolder&) = delete;
+
+  const fs::path& path() const { return path_; }
+
+  // Swaps the new folder in for --out (or renames it there), then removes the old one.
+  void replace_dataset() {
+    sync_folder(path_);
+    std::error_code ec;
+    const bool existed = fs::exists(out_, ec);
+    if (!existed) {
+      KILN_CHECK(::rename(path_.c_str(), out_.c_str()) == 0, "--out {}: cannot rename {} to it: {}",
+                 out_.string(), path_.string(), std::strerror(errno));
+    } else if (::renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, out_.c_str(), RENAME_EXCHANGE) != 0) {
+      // A file system without RENAME_EXCHANGE: the old folder is moved aside first, so that for
+      // a moment there is no dataset rather than a mixed one.
+      KILN_CHECK(errno == EINVAL || errno == ENOSYS,
+                 "--out {}: cannot swap the new dataset {} in: {}", out_.string(), path_.string(),
+                 std::strerror(errno));
+      const fs::path old = path_.string() + ".old";
+      KILN_CHECK(::rename(out_.c_str(), old.c_str()) == 0,
+                 "--out {}: cannot move the old dataset aside to {}: {}", out_.string(),
+                 old.string(), std::strerror(errno));
+      if (::rename(path_.c_str(), out_.c_str()) != 0) {
+        const int rename_errno = errno;
+        ::rename(old.c_str(), out_.c_str());  // the old dataset back
+        fail("--out {}: cannot move the new dataset {} in: {}", out_.string(), path_.string(),
+             std::strerror(rename_errno));
+      }
+      fs::remove_all(old, ec);
+    }
+    replaced_ = true;
+    sync_folder(out_.parent_path());
+    if (existed) fs::remove_all(path_, ec);  // the old dataset, swapped out
+  }
+
+ private:
+  fs::path out_, path_;
+  bool replaced_ = false;
+};
+
 }  // namespace
 
 void read_text_blocks(const std::vector<TextSource>& sources, const Tokenizer& cutter,
@@ -215,9 +339,7 @@ void read_text_blocks(const std::vector<TextSource>& sources, const Tokenizer& c
                       const std::function<void(std::string_view, bool)>& on_block) {
   for (const TextSource& source : sources) {
     if (source.begin >= source.end) continue;
-    const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(
-        std::fopen(source.path.c_str(), "rb"), &std::fclose);
-    KILN_CHECK(file != nullptr, "prepare: cannot open {}: {}", source.path, std::strerror(errno));
+    const FilePointer file = fopen_input_file(source.path, "prepare: text");
     KILN_CHECK(fseeko(file.get(), static_cast<off_t>(source.begin), SEEK_SET) == 0,
                "prepare: cannot seek in {}", source.path);
     // Where errors point: the line (counted from the source's start) and the byte offset.
@@ -287,13 +409,8 @@ PrepareResult prepare_dataset(const PrepareOptions& o) {
         s.files.empty() ? std::string("no file") : fmt::format("{}", fmt::join(s.files, ", ")));
     log(fmt::format("{}: {} bytes from {}", s.name, bytes, describe_sources(s.sources)));
   }
-  std::error_code ec;
-  fs::create_directories(o.out, ec);
-  KILN_CHECK(!ec, "--out {}: cannot create the folder: {}", o.out, ec.message());
-  const fs::path out(o.out);
-  for (const char* name : {"tokenizer.json", "train.bin", "valid.bin", "test.bin", "prepare.json"})
-    check_output_file((out / name).string(), "--out");
-
+  const fs::path out = dataset_folder(o.out);
+  StagingFolder staging(out);
   PrepareResult result;
   const std::unique_ptr<Tokenizer> tokenizer =
       make_tokenizer(o, splits[0], result.tokenizer_seconds);
@@ -311,16 +428,24 @@ PrepareResult prepare_dataset(const PrepareOptions& o) {
   for (const Split& s : splits) {
     const auto start = std::chrono::steady_clock::now();
     auto& writer = writers.emplace_back(std::make_unique<ShardWriter>(
-        (out / (s.name + ".bin")).string(),
+        (staging.path() / (s.name + ".bin")).string(),
         ShardWriter::Options{.id_bytes = id_bytes_for(result.vocab_size),
                              .vocab_size = static_cast<std::uint32_t>(result.vocab_size),
                              .tokenizer_hash = result.tokenizer_hash}));
+    // finish() ends each source's last line and returns the count of all sources so far: the
+    // header gets what each source adds to it.
     WordCounter words;
+    std::int64_t words_written = 0;
     read_text_blocks(s.sources, *tokenizer, o.block_bytes, o.max_line_bytes,
                      [&](std::string_view block, bool source_end) {
                        writer->append(tokenizer->encode(block, o.threads));
                        words.add(block);
-                       const std::int64_t counted = source_end ? words.finish() : 0;
+                       std::int64_t counted = 0;
+                       if (source_end) {
+                         const std::int64_t total = words.finish();
+                         counted = total - words_written;
+                         words_written = total;
+                       }
                        writer->add_text(block.size(), static_cast<std::uint64_t>(counted));
                      });
     const ShardHeader& h = writer->header();
@@ -329,7 +454,8 @@ PrepareResult prepare_dataset(const PrepareOptions& o) {
                     h.tokens, static_cast<double>(h.text_bytes) / static_cast<double>(h.tokens),
                     h.words, seconds_since(start)));
   }
-  write_file_atomically((out / "tokenizer.json").string(), tokenizer->to_json(), "tokenizer");
+  write_file_atomically((staging.path() / "tokenizer.json").string(), tokenizer->to_json(),
+                        "tokenizer");
   nlohmann::ordered_json manifest;
   manifest["format"] = "kiln-dataset-1";
   manifest["tokenizer"] = {{"kind", result.tokenizer_kind},
@@ -343,7 +469,9 @@ PrepareResult prepare_dataset(const PrepareOptions& o) {
         {"text_bytes", h.text_bytes},      {"words", h.words},
         {"ids_hash", hex64(h.ids_hash)},   {"sources", describe_sources(splits[k].sources)}};
   }
-  write_file_atomically((out / "prepare.json").string(), manifest.dump(2) + "\n", "manifest");
+  write_file_atomically((staging.path() / "prepare.json").string(), manifest.dump(2) + "\n",
+                        "manifest");
+  staging.replace_dataset();
   return result;
 }
 

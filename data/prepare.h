@@ -14,7 +14,12 @@
 // is encoded on its own: no piece runs across two files.
 //
 // Errors (before anything is written, naming the file, line and flag): a missing input, a NUL
-// byte (not text), a line longer than max_line_bytes, an input or split without text.
+// byte (not text), a line longer than max_line_bytes, an input or split without text, an --out
+// folder holding files that are not a dataset's.
+//
+// The dataset folder is replaced whole: the new one is written beside it and swapped in once
+// complete, so that a run stopped at any point (an error, a full disk, a signal) leaves the old
+// dataset or the new one, never a mix.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +34,7 @@ namespace kiln {
 struct PrepareOptions {
   std::vector<std::string> inputs;  // split by the fractions
   std::string train, valid, test;   // or each split given (a file or a folder)
-  std::string out;                  // the dataset folder (created)
+  std::string out;                  // the dataset folder (created, or replaced whole)
   std::string tokenizer = "bpe";    // bpe, char or word
   std::string tokenizer_file;       // a tokenizer.json to use instead of training one
   std::int64_t vocab_size = 0;      // bpe: default 8192; char: 0 = every code point seen

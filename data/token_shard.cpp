@@ -1,10 +1,9 @@
 #include "data/token_shard.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,7 +12,9 @@
 
 #include "core/error.h"
 #include "core/io/crc32.h"
+#include "core/io/input_file.h"
 #include "core/io/output_file.h"
+#include "data/tokenizer.h"
 
 namespace kiln {
 
@@ -149,23 +150,14 @@ ShardHeader ShardWriter::commit() {
 }
 
 TokenShard::TokenShard(const std::string& path, const ShardExpectation& expect) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  KILN_CHECK(fd >= 0, "token shard {}: cannot open it: {}", path, std::strerror(errno));
-  struct stat st {};
-  const bool stat_ok = ::fstat(fd, &st) == 0;
-  const int stat_errno = errno;
-  if (!stat_ok || !S_ISREG(st.st_mode)) ::close(fd);
-  KILN_CHECK(stat_ok, "token shard {}: cannot read its size: {}", path, std::strerror(stat_errno));
-  KILN_CHECK(S_ISREG(st.st_mode), "token shard {}: not a regular file", path);
-  const auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size < kShardHeaderBytes) ::close(fd);
+  const OpenedFile file = open_input_file(path, "token shard");
+  const std::uint64_t size = file.size();
   KILN_CHECK(size >= kShardHeaderBytes,
              "token shard {}: {} bytes, shorter than the {}-byte header (truncated?)", path, size,
              kShardHeaderBytes);
   map_bytes_ = static_cast<std::size_t>(size);
-  map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
   const int map_errno = errno;
-  ::close(fd);
   if (map_ == MAP_FAILED) map_ = nullptr;
   KILN_CHECK(map_ != nullptr, "token shard {}: cannot map it: {}", path, std::strerror(map_errno));
   try {
@@ -199,10 +191,63 @@ TokenShard::TokenShard(const std::string& path, const ShardExpectation& expect) 
       KILN_CHECK(view[i] < header_.vocab_size,
                  "token shard {}: id {} at token {} is outside the vocabulary [0, {})", path,
                  view[i], i, header_.vocab_size);
+    if (expect.tokenizer) check_counts(*expect.tokenizer);
   } catch (...) {
     ::munmap(map_, map_bytes_);
     throw;
   }
+}
+
+void TokenShard::check_counts(const Tokenizer& tokenizer) const {
+  const auto vocab = static_cast<std::uint32_t>(tokenizer.vocab_size());
+  KILN_CHECK(header_.tokenizer_hash == tokenizer.hash(),
+             "token shard {}: prepared with tokenizer {}, but the tokenizer here is {}: the shard "
+             "belongs to another tokenizer (prepare the data again with this one)",
+             path_, hex64(header_.tokenizer_hash), hex64(tokenizer.hash()));
+  KILN_CHECK(header_.vocab_size == vocab,
+             "token shard {}: vocabulary {} in the header, but the tokenizer has {}", path_,
+             header_.vocab_size, vocab);
+  KILN_CHECK(header_.tokens > 0,
+             "token shard {}: the header's tokens is 0: the split holds no text (kiln-prepare "
+             "never writes one)",
+             path_);
+  // Per token: the bytes of its text (word: a word is at least one byte, <eos> maybe none) and
+  // its line feeds, each a line end that words counts.
+  const bool word = tokenizer.kind() == "word";
+  std::vector<std::uint32_t> bytes(vocab), feeds(vocab);
+  for (std::uint32_t id = 0; id < vocab; ++id) {
+    const std::int64_t one[1] = {id};
+    const std::string text = tokenizer.decode(one);
+    const bool eos = word && text == "\n";
+    bytes[id] = word ? (eos ? 0 : 1) : static_cast<std::uint32_t>(text.size());
+    feeds[id] = static_cast<std::uint32_t>(std::count(text.begin(), text.end(), '\n'));
+  }
+  std::uint64_t text_bytes = 0, line_feeds = 0;
+  const TokenView view = tokens();
+  for (std::int64_t i = 0; i < view.size(); ++i) {
+    text_bytes += bytes[static_cast<std::size_t>(view[i])];
+    line_feeds += feeds[static_cast<std::size_t>(view[i])];
+  }
+  if (word) {
+    KILN_CHECK(header_.text_bytes >= std::max<std::uint64_t>(text_bytes, 1),
+               "token shard {}: the header's text_bytes is {}, but its {} words take at least {} "
+               "bytes",
+               path_, header_.text_bytes, text_bytes, text_bytes);
+    KILN_CHECK(header_.words == 0 || header_.words == header_.tokens,
+               "token shard {}: the header's words is {}, but a word tokenizer's {} tokens are "
+               "{} words and line ends",
+               path_, header_.words, header_.tokens, header_.tokens);
+    return;
+  }
+  KILN_CHECK(header_.text_bytes == text_bytes,
+             "token shard {}: the header's text_bytes is {}, but the ids decode to {} bytes", path_,
+             header_.text_bytes, text_bytes);
+  // Each word and each line end but a file's last takes a byte of its own: words <= 2 bytes.
+  KILN_CHECK(header_.words == 0 ||
+                 (header_.words >= line_feeds && header_.words <= 2 * header_.text_bytes),
+             "token shard {}: the header's words is {}, but the ids' text of {} bytes has {} line "
+             "ends (words counts each, and at most 2 per byte)",
+             path_, header_.words, header_.text_bytes, line_feeds);
 }
 
 TokenShard::~TokenShard() {

@@ -91,15 +91,23 @@ class ShardWriter {
   std::vector<unsigned char> buffer_;
 };
 
-// Expectations a reader checks a shard against (nothing: not checked).
+class Tokenizer;
+
+// Expectations a reader checks a shard against (nothing: not checked). With the tokenizer (its
+// hash and vocabulary are then expected too), the header's counts are checked against the ids:
+// text_bytes is the bytes the ids decode to (char, bpe) or at least one per word (word); words
+// is the tokens (word), or at least the ids' line feeds and at most 2 · text_bytes (char, bpe);
+// and a shard of no tokens is refused. A header that lies (its CRC recomputed) would otherwise
+// give bits per byte of nan or 10^5 and any per-word perplexity.
 struct ShardExpectation {
   std::optional<std::uint64_t> tokenizer_hash;
   std::optional<std::uint32_t> vocab_size;
+  const Tokenizer* tokenizer = nullptr;
 };
 
-// A shard, mapped read-only. Opening checks the header, the file's size, the expectations, the
-// ids' hash and that every id is below vocab_size (one pass over the ids); each error names the
-// file and what differs.
+// A shard, mapped read-only. Opening checks that the path is a regular file, the header, the file's
+// size, the expectations, the ids' hash and that every id is
+// below vocab_size (one pass over the ids); each error names the file and the field.
 class TokenShard {
  public:
   TokenShard(const std::string& path, const ShardExpectation& expect);
@@ -112,6 +120,7 @@ class TokenShard {
   TokenView tokens() const;
 
  private:
+  void check_counts(const Tokenizer& tokenizer) const;
   std::string path_;
   ShardHeader header_;
   void* map_ = nullptr;

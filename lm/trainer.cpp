@@ -203,6 +203,20 @@ Trainer::Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Dataset& 
   KILN_CHECK(options_.grad_accum >= 1 && options_.grad_accum <= windows() / world_,
              "--grad-accum {}{} exceeds the {} windows of an epoch (a step never spans epochs)",
              options_.grad_accum, world_ > 1 ? fmt::format(" on {} ranks", world_) : "", windows());
+  // Validation and the final lines evaluate valid and test in eval_batch_size columns of at
+  // least two tokens each: a split too short is refused now, not at the first validation, which
+  // once ended a run with nothing saved.
+  if (options_.eval_every > 0) {
+    for (const char* split : {"valid", "test"}) {
+      const std::int64_t tokens = data.tokens(split).ids.size();
+      KILN_CHECK(tokens / 2 >= options_.eval_batch_size,
+                 "dataset {}: the {} split has {} tokens, too few to evaluate in "
+                 "--eval-batch-size {} columns, which needs at least 2 tokens per column; lower "
+                 "--eval-batch-size to {} or give a longer {} split",
+                 data.describe(), split, tokens, options_.eval_batch_size,
+                 std::max<std::int64_t>(tokens / 2, 1), split);
+    }
+  }
   if (world_ > 1) {
     agree_on_settings();
     sync_ = std::make_unique<dist::GradientSync>(*options_.communicator, optimizer_.parameters());

@@ -20,14 +20,16 @@ build=build-fuzz
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKILN_CUDA=OFF -DKILN_FUZZ=ON -DKILN_SANITIZE=fuzzer-no-link,address,undefined \
   -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_EXAMPLES=ON >/dev/null
-cmake --build "$build" -j "$(nproc)" --target fuzz_safetensors fuzz_corpus fuzz_checkpoint_values
+cmake --build "$build" -j "$(nproc)" --target fuzz_safetensors fuzz_corpus fuzz_checkpoint_values \
+  fuzz_token_shard fuzz_tokenizer_json
 
 mkdir -p "$build/crashes"
 failed=()
 # target:seed folder:dictionary:options of its own (fuzz_checkpoint_values: inputs of up to ten
 # 10-byte edits, rather than libFuzzer's default of the longest seed)
 for run in fuzz_safetensors:safetensors:safetensors.dict fuzz_corpus:text:text.dict \
-  fuzz_checkpoint_values:checkpoint-values::-max_len=100; do
+  fuzz_checkpoint_values:checkpoint-values::-max_len=100 fuzz_token_shard:token-shard \
+  fuzz_tokenizer_json:tokenizer-json:tokenizer.dict; do
   IFS=: read -r target seeds dict options <<<"$run"
   corpus="$build/corpus/$target"
   rm -rf "$corpus"

@@ -12,21 +12,11 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/io/input_file.h"
 
 namespace kiln {
 
 namespace {
-
-std::string_view kind_of(mode_t mode) {
-  if (S_ISREG(mode)) return "a file";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISDIR(mode)) return "a folder";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "a special file";
-}
 
 std::string errno_message() { return std::error_code(errno, std::generic_category()).message(); }
 
@@ -47,7 +37,7 @@ void check_output_file(const std::string& path, std::string_view what) {
     fail(
         "{} {}: it is {}, not a regular file; kiln writes a temporary file and renames it over "
         "the path, which would replace it{}",
-        what, path, kind_of(info.st_mode), hint);
+        what, path, file_kind(info.st_mode), hint);
   }
   // The nearest ancestor that exists must be a folder (the missing ones get created in it).
   for (std::filesystem::path folder = std::filesystem::path(path).parent_path(); !folder.empty();
@@ -57,7 +47,7 @@ void check_output_file(const std::string& path, std::string_view what) {
       continue;
     }
     KILN_CHECK(S_ISDIR(info.st_mode), "{} {}: {} is {}, not a folder", what, path, folder.string(),
-               kind_of(info.st_mode));
+               file_kind(info.st_mode));
     break;
   }
 }

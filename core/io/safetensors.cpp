@@ -20,6 +20,7 @@
 
 #include "core/checked.h"
 #include "core/io/crc32.h"
+#include "core/io/input_file.h"
 #include "core/io/output_file.h"
 #include "core/io/utf8.h"
 
@@ -126,23 +127,9 @@ class Input {
 class InputFile final : public Input {
  public:
   InputFile(const std::string& path, const std::string& where) : where_(where) {
-    // O_NONBLOCK: opening a FIFO for reading would otherwise wait, forever, for a writer. Then
-    // fstat refuses anything but a regular file, and reads block again as usual.
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    KILN_CHECK(fd_ >= 0, "{}cannot open it: {}", where_, errno_message());
-    try {
-      struct stat info {};
-      KILN_CHECK(::fstat(fd_, &info) == 0, "{}cannot stat it: {}", where_, errno_message());
-      KILN_CHECK(S_ISREG(info.st_mode),
-                 "{}not a regular file (a FIFO, device or folder); a checkpoint is a file", where_);
-      const int flags = ::fcntl(fd_, F_GETFL);
-      KILN_CHECK(flags >= 0 && ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) == 0,
-                 "{}cannot make its reads blocking: {}", where_, errno_message());
-      size_ = static_cast<std::uint64_t>(info.st_size);
-    } catch (const Error&) {
-      ::close(fd_);  // the destructor does not run for a constructor that throws
-      throw;
-    }
+    OpenedFile file = open_input_file(path, "checkpoint");
+    size_ = file.size();
+    fd_ = file.release();
   }
   ~InputFile() override { ::close(fd_); }
   InputFile(const InputFile&) = delete;

@@ -81,6 +81,39 @@ TEST_CASE("a FIFO given as --checkpoint or --resume is an error at once, not a h
   }
 }
 
+TEST_CASE("a FIFO or a folder given as a token shard is an error at once, not a hang",
+          "[examples][hostile]") {
+  // Found by a probe: a FIFO as valid.bin blocked train_lm, eval_ppl and --resume forever.
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string data = dir.file("ds"), save = dir.file("lm.safetensors");
+  REQUIRE(run(std::string(KILN_PREPARE) + " --input " + dir.path().string() + " --out " + data +
+              " --tokenizer char")
+              .status == 0);
+  const std::string train = kTrainLm + " --data " + data + " " + kTinyFlags + " --threads 1";
+  REQUIRE(run(train + " --steps 2 --eval-every 0 --save " + save).status == 0);
+  const std::string shard = data + "/valid.bin";
+  for (const bool fifo : {true, false}) {
+    std::filesystem::remove(shard);
+    if (fifo) {
+      REQUIRE(::mkfifo(shard.c_str(), 0600) == 0);
+    } else {
+      std::filesystem::create_directory(shard);
+    }
+    // timeout(1) turns a hang into status 124 (or 137).
+    for (const std::string& command :
+         {train + " --steps 2", train + " --steps 4 --resume " + save,
+          kEvalPpl + " --data " + data + " --split valid --checkpoint " + save}) {
+      const RunResult r = run("timeout -k 5 20 " + command);
+      INFO(command << "\n" << r.output);
+      CHECK(r.status == 1);
+      CHECK_THAT(r.output,
+                 Contains(shard) && Contains(fifo ? "it is a FIFO, not a regular file"
+                                                  : "it is a folder, not a regular file"));
+    }
+  }
+}
+
 TEST_CASE("weights that overflow are never saved over a good checkpoint", "[examples][hostile]") {
   TempDir dir;
   write_tiny_corpus(dir.path().string());

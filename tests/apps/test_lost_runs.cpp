@@ -260,3 +260,27 @@ TEST_CASE("under a 1 GB address space the programs run, or fail naming the limit
     }
   }
 }
+
+TEST_CASE("a valid split too short for one evaluation batch is refused at start-up",
+          "[examples][hostile]") {
+  // Found by a probe: such a run trained to its first validation, failed there and saved
+  // nothing, even with --save.
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  dir.write("valid.txt", "the cat sees the dog .\n");  // 7 tokens; 10 columns need 20
+  const std::string save = dir.file("lm.safetensors");
+  const RunResult r =
+      run(tiny_train(dir) + " --steps 4 --eval-every 2 --log-every 1 --save " + save);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("the valid split has 7 tokens") &&
+                           Contains("--eval-batch-size 10") &&
+                           Contains("lower --eval-batch-size to 3"));
+  CHECK_THAT(r.output, !Contains("step 1"));
+  // Three columns fit: the run trains and evaluates.
+  const RunResult fewer =
+      run(tiny_train(dir) + " --steps 4 --eval-every 2 --eval-batch-size 3 --save " + save);
+  INFO(fewer.output);
+  CHECK(fewer.status == 0);
+  CHECK_THAT(fewer.output, Contains("valid ppl"));
+}

@@ -2,6 +2,10 @@
 // of the default size prepared from a small text, trained, evaluated (bits per byte) and sampled
 // to text; and the prepare step's usage errors.
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <map>
 
 #include <catch2/catch.hpp>
 
@@ -23,6 +27,17 @@ std::string small_text() {
     text += std::string(subjects[i % 5]) + " " + verbs[(i / 5) % 5] + " item " +
             std::to_string(i % 37) + (i % 7 == 0 ? ".\r\n" : ".\n");
   return text;
+}
+
+// Every file of a folder, by name, with its bytes.
+std::map<std::string, std::string> folder_files(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    files[entry.path().filename().string()] =
+        std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return files;
 }
 
 }  // namespace
@@ -82,10 +97,72 @@ TEST_CASE("errors/kiln-prepare: bad inputs exit 1 with a message naming them") {
           " --test " + dir.file("long.txt") + " --max-line-bytes 50 --out " + dir.file("o"));
   CHECK(r.status == 1);
   CHECK_THAT(r.output, Contains("long.txt:1") && Contains("--max-line-bytes"));
+  // An empty --tokenizer-file once trained a fresh BPE and exited 0.
+  dir.write("text.txt", small_text());
+  r = run(kPrepare + " --input " + dir.file("text.txt") + " --tokenizer-file '' --out " +
+          dir.file("o"));
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("--tokenizer-file: the path is empty"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("o")));
   r = run(kPrepare + " --out " + dir.file("o") + " --tokenizer sentencepiece --input x");
   CHECK(r.status != 0);
   r = run(kPrepare + " --help");
   CHECK(r.status == 0);
   CHECK_THAT(r.output, Contains("--valid-fraction") && Contains("--tokenizer-file") &&
                            Contains("--max-line-bytes"));
+}
+
+TEST_CASE("a kiln-prepare stopped part way leaves the old dataset whole, or none") {
+  // Found by a probe: on a full disk, re-preparing replaced tokenizer.json and then failed, so the
+  // old dataset no longer loaded; a fresh --out was left with a lone tokenizer.json. Here a file
+  // size limit (prlimit) stops the run at its largest file: prepare.json, which lists 1,500
+  // sources, comes after the tokenizer and the shards.
+  TempDir dir;
+  dir.write("old.txt", small_text());
+  const std::string out = dir.file("ds");
+  REQUIRE(run(kPrepare + " --input " + dir.file("old.txt") + " --out " + out +
+              " --tokenizer char --valid-fraction 0.1 --test-fraction 0.1")
+              .status == 0);
+  const std::map<std::string, std::string> old = folder_files(out);
+  REQUIRE(old.size() == 5);
+  std::filesystem::create_directories(dir.path() / "many");
+  for (int i = 0; i < 1500; ++i)
+    dir.write("many/a-text-file-with-a-rather-long-name-" + std::to_string(i) + ".txt", "ab\n");
+  dir.write("valid.txt", "ab\n");
+  const std::string prepare = kPrepare + " --train " + dir.file("many") + " --valid " +
+                              dir.file("valid.txt") + " --test " + dir.file("valid.txt") +
+                              " --tokenizer char --out ";
+  // Without the limit the new dataset is written, and its manifest is the largest file.
+  const std::string fresh = dir.file("fresh");
+  REQUIRE(run(prepare + fresh).status == 0);
+  const std::map<std::string, std::string> written = folder_files(fresh);
+  for (const auto& [name, bytes] : written) {
+    CAPTURE(name);
+    if (name != "prepare.json") CHECK(bytes.size() < 30000);
+  }
+  REQUIRE(written.at("prepare.json").size() > 60000);
+  std::filesystem::remove_all(fresh);
+  for (const std::string stop : {"", "trap '' XFSZ; "}) {  // killed by SIGXFSZ, or EFBIG
+    CAPTURE(stop);
+    const std::string limit = stop + "prlimit --fsize=40000 ";
+    RunResult r = run(limit + prepare + out);
+    INFO(r.output);
+    CHECK(r.status != 0);
+    CHECK(folder_files(out) == old);
+    r = run(limit + prepare + fresh);
+    CHECK(r.status != 0);
+    CHECK_FALSE(std::filesystem::exists(fresh));
+  }
+  // What the killed runs left beside --out (hidden, never the dataset) the next run removes.
+  REQUIRE(run(prepare + out).status == 0);
+  REQUIRE(run(prepare + fresh).status == 0);
+  CHECK(folder_files(out) == written);
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    CHECK(entry.path().filename().string().find("kiln-prepare") == std::string::npos);
+  // Anything but a dataset's files in --out is refused: the whole folder is replaced.
+  dir.write("ds/notes.txt", "mine");
+  const RunResult r = run(prepare + out);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("notes.txt") && Contains("give a folder of its own"));
+  CHECK(std::filesystem::exists(dir.file("ds/notes.txt")));
 }

@@ -2,11 +2,21 @@
 // (data/prepare.h): round trips to the exact text, the header's counts, and every kind of bad
 // file or text refused with an error that names it, leaving nothing half written.
 #include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "core/io/crc32.h"
+#include "core/io/input_file.h"
+#include "core/io/safetensors.h"
 #include "data/bpe_tokenizer.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
@@ -108,6 +118,125 @@ TEST_CASE("errors/shard: bad shards are refused, naming the file and what differ
   }
 }
 
+TEST_CASE("errors/shard: a header whose counts lie (its CRC recomputed) is refused") {
+  // Found by a probe: a header saying 0 or 1 text bytes gave "valid bpb nan" or 116237.13.
+  TempDir dir;
+  dir.write("train.txt", "the cat sat on the mat\nthe dog\n");
+  dir.write("valid.txt", "a cat\non a mat\n");
+  dir.write("test.txt", "the end\n");
+  const auto rewrite = [](const std::string& path, std::size_t offset, auto value) {
+    std::string bytes = file_bytes(path);
+    std::memcpy(bytes.data() + offset, &value, sizeof value);
+    const std::uint32_t crc = crc32(bytes.data(), 60);
+    std::memcpy(bytes.data() + 60, &crc, 4);
+    write_bytes(path, bytes);
+  };
+  for (const std::string tokenizer : {"char", "bpe", "word"}) {
+    CAPTURE(tokenizer);
+    const std::string out = dir.file("ds-" + tokenizer);
+    prepare_dataset({.inputs = {dir.path().string()},
+                     .out = out,
+                     .tokenizer = tokenizer,
+                     .vocab_size = tokenizer == "bpe" ? 260 : 0});
+    const std::string valid = out + "/valid.bin";
+    const std::string good = file_bytes(valid);
+    const PreparedDataset data(out, nullptr, kAllSplits);
+    CHECK(data.tokens("valid").text_bytes == 15);
+    CHECK(data.tokens("valid").words == 7);
+    const auto refused = [&](std::size_t offset, auto value) {
+      rewrite(valid, offset, value);
+      const std::string message = error_message([&] { PreparedDataset(out, nullptr, kAllSplits); });
+      write_bytes(valid, good);
+      return message;
+    };
+    for (const std::uint64_t text_bytes : {0, 1}) {
+      CHECK_THAT(refused(24, text_bytes),
+                 Contains(valid) && Contains("text_bytes is " + std::to_string(text_bytes)));
+    }
+    if (tokenizer != "word") CHECK_THAT(refused(24, std::uint64_t{16}), Contains("text_bytes"));
+    CHECK_THAT(refused(32, std::uint64_t{1}), Contains(valid) && Contains("words is 1"));
+    CHECK_THAT(refused(32, std::uint64_t{1000}), Contains(valid) && Contains("words is 1000"));
+    CHECK_THAT(refused(12, std::uint32_t{4}), Contains(valid) && Contains("ids of 4 bytes"));
+    CHECK_THAT(refused(56, std::uint32_t{100000}), Contains(valid) && Contains("vocabulary"));
+  }
+  // A shard of no tokens (header and file agree) is not a split.
+  const std::string out = dir.file("ds-char");
+  const std::uint64_t hash = read_tokenizer(out + "/tokenizer.json")->hash();
+  ShardWriter empty(out + "/test.bin", {.id_bytes = 2,
+                                        .vocab_size = static_cast<std::uint32_t>(
+                                            read_tokenizer(out + "/tokenizer.json")->vocab_size()),
+                                        .tokenizer_hash = hash});
+  empty.commit();
+  CHECK_THAT(error_message([&] { PreparedDataset(out, nullptr, kAllSplits); }),
+             Contains(out + "/test.bin") && Contains("tokens is 0"));
+}
+
+TEST_CASE("errors/inputs: every reader refuses a FIFO or a folder at once, naming it") {
+  // Found by a probe: a FIFO given as valid.bin blocked train_lm, eval_ppl and --resume forever
+  // in open(2), waiting for a writer.
+  TempDir dir;
+  dir.write("train.txt", "the cat sat\n");
+  dir.write("valid.txt", "a cat\n");
+  dir.write("test.txt", "the end\n");
+  const std::string out = dir.file("ds");
+  prepare_dataset({.inputs = {dir.path().string()}, .out = out, .tokenizer = "char"});
+  const std::string fifo = dir.file("fifo"), folder = dir.file("folder");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::filesystem::create_directory(folder);
+  const auto readers = [&](const std::string& path) {
+    return std::vector<std::pair<std::string, std::function<void()>>>{
+        {"open_input_file", [&] { open_input_file(path, "input"); }},
+        {"TokenShard", [&] { TokenShard shard(path, {}); }},
+        {"read_tokenizer", [&] { read_tokenizer(path); }},
+        {"read_text_file", [&] { read_text_file(path); }},
+        {"load_safetensors", [&] { load_safetensors(path); }},
+        {"PreparedDataset valid.bin", [&] {
+           std::filesystem::remove(out + "/valid.bin");
+           std::filesystem::create_symlink(path, out + "/valid.bin");
+           PreparedDataset(out, nullptr, kAllSplits);
+         }}};
+  };
+  // (A folder is a text input of its own files.)
+  auto fifo_readers = readers(fifo);
+  fifo_readers.emplace_back("prepare_dataset --train", [&] {
+    prepare_dataset({.train = fifo, .valid = fifo, .test = fifo, .out = dir.file("o")});
+  });
+  for (const std::string& path : {fifo, folder}) {
+    for (const auto& [name, read] : path == fifo ? fifo_readers : readers(folder)) {
+      CAPTURE(path, name);
+      // A reader stuck in open() waits forever: after 3 s a writer opens the FIFO to free it,
+      // and the test fails on the flag.
+      std::atomic<bool> done = false, rescued = false;
+      std::thread watchdog([&] {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+        while (!done && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (done || path != fifo) return;
+        rescued = true;
+        const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+        if (fd >= 0) ::close(fd);
+      });
+      const std::string message = error_message(read);
+      done = true;
+      watchdog.join();
+      CHECK_FALSE(rescued);
+      CHECK_THAT(message,
+                 Contains("not a regular file") || Contains("neither a file nor a folder"));
+    }
+  }
+}
+
+TEST_CASE("errors/tokenizer: an id far beyond the tokens is refused, not std::bad_alloc") {
+  // Found by a probe and by fuzz_tokenizer_json's seed broken-bpe-large-id: the reader grew its
+  // tables to the id first.
+  std::string json = file_bytes(kBpeDir + "hf_tokenizer.json");
+  const std::size_t at = json.find("\"!\": 0,");
+  REQUIRE(at != std::string::npos);
+  json.replace(at, 6, "\"!\": 1000000000");
+  CHECK_THAT(error_message([&] { tokenizer_from_json(json, "big.json"); }),
+             Contains("big.json") && Contains("has id 1000000000") && Contains("no token has id"));
+}
+
 TEST_CASE("the prepare step: three files, BPE, decoded back to the exact text") {
   TempDir dir;
   const std::string out = dir.file("ds");
@@ -169,6 +298,34 @@ TEST_CASE("the prepare step: one folder cut by fractions at line starts, char to
   CHECK(valid.rfind("line ", 0) == 0);
   CHECK(std::abs(static_cast<double>(valid.size()) / static_cast<double>(bytes) - 0.1) < 0.02);
   CHECK(data.tokenizer().vocab_size() == 256 + 2);  // é and 中
+}
+
+TEST_CASE("a split of several files counts each file's words once") {
+  // Found by a probe: WordCounter::finish() returns a running total, which was added once per
+  // file, so three files of 432, 2,068 and 1,851 words recorded 7,283.
+  TempDir dir;
+  const std::vector<std::string> texts = {"one two three\nfour\n", "five six\nseven",
+                                          "eight\r\nnine ten eleven\n\ntwelve\n"};
+  std::int64_t expected = 0;
+  for (const std::string split : {"train", "valid", "test"}) {
+    std::filesystem::create_directories(dir.path() / split);
+    for (std::size_t f = 0; f < texts.size(); ++f)
+      dir.write(split + "/" + std::to_string(f) + ".txt", texts[f]);
+  }
+  for (const std::string& text : texts) {
+    Vocabulary vocab;
+    expected += static_cast<std::int64_t>(tokenize_text(text, "t", vocab).ids.size());
+  }
+  REQUIRE(expected >= 15);
+  const std::string out = dir.file("ds");
+  const PrepareResult r = prepare_dataset({.train = dir.file("train"),
+                                           .valid = dir.file("valid"),
+                                           .test = dir.file("test"),
+                                           .out = out,
+                                           .tokenizer = "char",
+                                           .block_bytes = 4});  // several blocks per file
+  for (const PreparedSplit& s : r.splits) CHECK(s.header.words == expected);
+  CHECK(PreparedDataset(out, nullptr, kAllSplits).tokens("valid").words == expected);
 }
 
 TEST_CASE("errors/prepare: bad text stops the step before any file is written") {

@@ -8,10 +8,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <map>
 #include <string>
 
 #include "core/io/safetensors.h"
 #include "core/kiln.h"
+#include "data/char_tokenizer.h"
+#include "data/prepare.h"
+#include "data/token_shard.h"
 #include "nn/config.h"
 #include "tests/core/io/files.h"
 
@@ -104,6 +109,75 @@ void write_text_seeds(const std::filesystem::path& dir) {
   write_text(dir / "empty-lines", "\n\n\r\n\r");
 }
 
+// fuzz_token_shard: shards of its fixed tokenizer (char, with é and 中), each followed by the
+// byte that picks the repairs (1: CRC, 2: ids' hash, 4: tokenizer hash).
+void write_token_shard_seeds(const std::filesystem::path& dir) {
+  const CharTokenizer tokenizer({U'\u00e9', U'\u4e2d'});
+  const auto shard = [&](const char* name, std::string_view text, std::uint64_t text_bytes,
+                         std::uint64_t words, std::uint32_t id_bytes, char repairs) {
+    const std::string path = (dir / name).string();
+    ShardWriter writer(path, {.id_bytes = id_bytes,
+                              .vocab_size = static_cast<std::uint32_t>(tokenizer.vocab_size()),
+                              .tokenizer_hash = tokenizer.hash()});
+    writer.append(tokenizer.encode(text));
+    writer.add_text(text_bytes, words);
+    writer.commit();
+    std::ofstream(path, std::ios::binary | std::ios::app) << repairs;
+  };
+  const std::string text = "caf\u00e9 \u4e2d\nab\r\n";
+  shard("valid", text, text.size(), 5, 2, 0);
+  shard("valid-4-byte-ids", text, text.size(), 5, 4, 0);
+  shard("lying-text-bytes", text, 1, 5, 2, 7);
+  shard("lying-words", text, text.size(), 1000, 2, 7);
+  shard("no-tokens", "", 0, 0, 2, 7);
+  std::ifstream in(dir / "valid", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  write_text(dir / "truncated", bytes.substr(0, bytes.size() - 4) + '\x07');
+  bytes[kShardHeaderBytes] = '\x7f';  // id 32,639 of 258, every repair
+  bytes[kShardHeaderBytes + 1] = '\x7f';
+  bytes.back() = '\x07';
+  write_text(dir / "id-beyond-vocabulary", bytes);
+}
+
+// fuzz_tokenizer_json: tokenizers kiln-prepare trains on a small text (BPE, char, word), and
+// files with one problem each.
+void write_tokenizer_json_seeds(const std::filesystem::path& dir) {
+  const std::filesystem::path work = std::filesystem::temp_directory_path() / "kiln-make-seeds";
+  std::filesystem::remove_all(work);
+  std::filesystem::create_directories(work);
+  write_text(work / "text.txt",
+             "The kiln was fired in 1879 , and the caf\u00e9 's \u4e2d\u6587 lasted .\n"
+             "It's   hot\r\n\tIt cost 2,500 (about 3) .\n");
+  std::map<std::string, std::string> trained;
+  for (const char* kind : {"bpe", "char", "word"}) {
+    const std::string out = (work / kind).string();
+    prepare_dataset({.train = (work / "text.txt").string(),
+                     .valid = (work / "text.txt").string(),
+                     .test = (work / "text.txt").string(),
+                     .out = out,
+                     .tokenizer = kind,
+                     .vocab_size = std::string_view(kind) == "bpe" ? 280 : 0});
+    std::ifstream in(out + "/tokenizer.json", std::ios::binary);
+    trained[kind] = {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    write_text(dir / kind, trained[kind]);
+  }
+  std::filesystem::remove_all(work);
+  // One problem each, in an otherwise valid file.
+  const auto edited = [&](const char* name, const std::string& kind, const std::string& from,
+                          const std::string& to) {
+    std::string json = trained.at(kind);
+    const std::size_t at = json.find(from);
+    if (at == std::string::npos) fail("make_seeds: {} not found in the {} tokenizer", from, kind);
+    write_text(dir / name, json.replace(at, from.size(), to));
+  };
+  edited("broken-bpe-merge", "bpe", R"("I t")", R"("I q")");
+  edited("broken-bpe-large-id", "bpe", R"("!":0)", R"("!":1000000000)");
+  edited("broken-bpe-prefix", "bpe", R"("continuing_subword_prefix":null)",
+         R"("continuing_subword_prefix":"##")");
+  edited("broken-char-code-point", "char", "25991", "1114112");
+  edited("broken-word-duplicate", "word", R"("kiln")", R"("The")");
+}
+
 }  // namespace
 
 // fuzz_checkpoint_values reads an input as edits of 10 bytes (field, kind, 8-byte payload): the
@@ -135,18 +209,22 @@ void write_checkpoint_value_seeds(const std::filesystem::path& dir) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::cerr << "usage: make_seeds OUT_DIR (writes OUT_DIR/safetensors, OUT_DIR/text and "
-                 "OUT_DIR/checkpoint-values)\n";
+    std::cerr << "usage: make_seeds OUT_DIR (writes OUT_DIR/safetensors, OUT_DIR/text, "
+                 "OUT_DIR/checkpoint-values, OUT_DIR/token-shard and OUT_DIR/tokenizer-json)\n";
     return 2;
   }
   const std::filesystem::path out = argv[1];
   std::filesystem::create_directories(out / "safetensors");
   std::filesystem::create_directories(out / "text");
   std::filesystem::create_directories(out / "checkpoint-values");
+  std::filesystem::create_directories(out / "token-shard");
+  std::filesystem::create_directories(out / "tokenizer-json");
   try {
     write_safetensors_seeds(out / "safetensors");
     write_text_seeds(out / "text");
     write_checkpoint_value_seeds(out / "checkpoint-values");
+    write_token_shard_seeds(out / "token-shard");
+    write_tokenizer_json_seeds(out / "tokenizer-json");
   } catch (const Error& e) {
     std::cerr << e.what() << "\n";
     return 1;
