@@ -1,7 +1,8 @@
 // bench_ops: speed of the kernels behind kiln's ops, called exactly as the ops call them.
 //   peak INSTRUCTION threads GFLOP/s    the arithmetic's ceiling: independent VDPBF16PS (bf16
-//                                       products, where the CPU has AVX512_BF16) and float32
-//                                       FMAs on 512-bit registers, 2 FLOPs per multiply-add
+//                                       products) and float32 FMAs on 512-bit and on 256-bit
+//                                       registers, 2 FLOPs per multiply-add; a row whose
+//                                       instructions this CPU lacks (cpuid) says so and skips
 //   gemm M N K threads SOURCE GFLOP/s   C (M x N) = A (M x K) B (K x N), float32, where SOURCE
 //                                       is kiln (the backend's GEMM, as training calls it) and
 //                                       each source alone: openblas, blis (when installed),
@@ -14,7 +15,9 @@
 //                                       memory_copy first: the memory's own rate in this run
 //   attention_tiled|materialized T ...  causal attention forward + backward: time, peak memory
 // First it prints the CPU, threads, compiler flags and GEMM source. --quick runs fewer
-// repetitions (under 30 s on a 2-core machine); --cpu-time times by CPU time (a shared machine).
+// repetitions (under 30 s on a 2-core machine); --tiny runs every row once on tiny shapes (a check
+// that every kernel runs on this CPU, in seconds; the ISA check runs it under qemu,
+// docs/isa-check.md); --cpu-time times by CPU time (a shared machine).
 //
 // --device cuda times the CUDA backend's kernels instead, each by CUDA events recorded on the
 // backend's stream around one call (the median of several; never the host clock, which only sees
@@ -168,16 +171,17 @@ void bench_gemm(const GemmCase& c, int threads, int repeats) {
   report("bf16-widen", [&] { gemm_bf16_widened(bf16_args); });
 }
 
-// One core's (and each thread's) peak of an instruction: `threads` threads each run 24
-// independent accumulator chains (more than latency x throughput) for a fixed count of
-// instructions, with nothing else in the loop. 2 FLOPs per multiply-add: VDPBF16PS (zmm) is 32
-// bf16 products, 64 FLOPs; VFMADD (zmm) 16, 32 FLOPs.
+// One core's (and each thread's) peak of an instruction: `threads` threads each run independent
+// accumulator chains (more than latency x throughput: 24 on the 32 zmm registers, 12 on the 16
+// ymm ones) for a fixed count of instructions, with nothing else in the loop. 2 FLOPs per
+// multiply-add: VDPBF16PS (zmm) is 32 bf16 products, 64 FLOPs; VFMADD 16 (zmm) or 8 (ymm), 32 or
+// 16 FLOPs. Each is compiled for its own target and run only where cpuid says the CPU has it.
 #if defined(__x86_64__)
-constexpr int kPeakChains = 24;
+constexpr int kZmmChains = 24, kYmmChains = 12;
 
 // The sum of every lane of the chains (stored and added in scalars: GCC 12's
 // _mm512_reduce_add_ps warns inside its own header, GCC bug 105593).
-__attribute__((target("avx512f"))) float lane_sum(const __m512 (&chains)[kPeakChains]) {
+__attribute__((target("avx512f"))) float lane_sum(const __m512 (&chains)[kZmmChains]) {
   alignas(64) float lanes[16];
   float sum = 0.0f;
   for (const __m512& v : chains) {
@@ -187,8 +191,18 @@ __attribute__((target("avx512f"))) float lane_sum(const __m512 (&chains)[kPeakCh
   return sum;
 }
 
+__attribute__((target("avx2,fma"))) float lane_sum(const __m256 (&chains)[kYmmChains]) {
+  alignas(32) float lanes[8];
+  float sum = 0.0f;
+  for (const __m256& v : chains) {
+    _mm256_store_ps(lanes, v);
+    for (const float x : lanes) sum += x;
+  }
+  return sum;
+}
+
 __attribute__((target("avx512f,avx512bf16"), noinline)) float vdpbf16ps_chains(long steps) {
-  __m512 acc[kPeakChains];
+  __m512 acc[kZmmChains];
   for (__m512& v : acc) v = _mm512_setzero_ps();
   __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x3c003c00);
   for (long i = 0; i < steps; ++i) {
@@ -199,8 +213,8 @@ __attribute__((target("avx512f,avx512bf16"), noinline)) float vdpbf16ps_chains(l
   return lane_sum(acc);
 }
 
-__attribute__((target("avx512f"), noinline)) float fma_chains(long steps) {
-  __m512 acc[kPeakChains];
+__attribute__((target("avx512f"), noinline)) float fma_zmm_chains(long steps) {
+  __m512 acc[kZmmChains];
   for (__m512& v : acc) v = _mm512_setzero_ps();
   __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(1e-3f);
   for (long i = 0; i < steps; ++i) {
@@ -211,37 +225,61 @@ __attribute__((target("avx512f"), noinline)) float fma_chains(long steps) {
   return lane_sum(acc);
 }
 
+__attribute__((target("avx2,fma"), noinline)) float fma_ymm_chains(long steps) {
+  __m256 acc[kYmmChains];
+  for (__m256& v : acc) v = _mm256_setzero_ps();
+  __m256 x = _mm256_set1_ps(1.0f), y = _mm256_set1_ps(1e-3f);
+  for (long i = 0; i < steps; ++i) {
+#pragma GCC unroll 12
+    for (__m256& v : acc) v = _mm256_fmadd_ps(x, y, v);
+    __asm__ volatile("" : "+x"(x), "+x"(y));
+  }
+  return lane_sum(acc);
+}
+
+struct PeakInstruction {
+  const char* name;
+  const char* needs;  // the cpuid feature it needs, named in the skip line
+  bool (*available)();
+  float (*chains)(long steps);
+  double flops_per_step;  // per thread: chains x FLOPs per instruction
+};
+
 // Where the results go, so that the compiler keeps the chains.
 volatile float peak_sink = 0.0f;
 
-// peak INSTRUCTION threads GFLOP/s: the best of 5 runs of about 0.2 s each.
-void bench_peak(int threads) {
-  constexpr long kSteps = 20'000'000;
-  for (const bool bf16_products : {true, false}) {
-    if (bf16_products && !cpu_has_avx512_bf16()) {
-      std::printf("peak vdpbf16ps %d skipped: no AVX512_BF16\n", threads);
+// peak INSTRUCTION threads GFLOP/s: the best of 5 runs of about 0.2 s each (--tiny: one short
+// run, a check that every row runs or skips).
+void bench_peak(int threads, bool tiny) {
+  const long steps = tiny ? 20'000 : 20'000'000;
+  const PeakInstruction instructions[] = {
+      {"vdpbf16ps", "AVX512_BF16", cpu_has_avx512_bf16, vdpbf16ps_chains, kZmmChains * 64.0},
+      {"fma_f32_zmm", "AVX512F", cpu_has_avx512f, fma_zmm_chains, kZmmChains * 32.0},
+      {"fma_f32_ymm", "AVX2 and FMA", cpu_has_avx2_fma, fma_ymm_chains, kYmmChains * 16.0},
+  };
+  for (const PeakInstruction& instruction : instructions) {
+    if (!instruction.available()) {
+      std::printf("peak %s %d skipped: no %s\n", instruction.name, threads, instruction.needs);
       continue;
     }
     double best = 0.0;
-    for (int run = 0; run < 5; ++run) {
+    for (int run = 0; run < (tiny ? 1 : 5); ++run) {
       float sink = 0.0f;
       timing.threads = threads;
       const double start = seconds_now();
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
-      sink += bf16_products ? vdpbf16ps_chains(kSteps) : fma_chains(kSteps);
+      sink += instruction.chains(steps);
       const double s = seconds_now() - start;
-      const double flops =
-          threads * static_cast<double>(kSteps) * kPeakChains * (bf16_products ? 64 : 32);
-      best = std::max(best, flops / s * 1e-9);
+      best = std::max(best,
+                      threads * static_cast<double>(steps) * instruction.flops_per_step / s * 1e-9);
       peak_sink = sink;
     }
-    std::printf("peak %-9s %d %6.1f GFLOP/s\n", bf16_products ? "vdpbf16ps" : "fma_f32", threads,
-                best);
+    std::printf("peak %-11s %d %6.1f GFLOP/s\n", instruction.name, threads, best);
     std::fflush(stdout);
   }
 }
 #else
-void bench_peak(int threads) { std::printf("peak %d skipped: not an x86-64 CPU\n", threads); }
+void bench_peak(int threads, bool) { std::printf("peak %d skipped: not an x86-64 CPU\n", threads); }
 #endif
 
 void bench_rows(const char* name, std::int64_t rows, std::int64_t cols, double bytes_per_element,
@@ -576,12 +614,14 @@ int main(int argc, char** argv) {
                  "events")
       ->capture_default_str();
   bool tiny = false;
-  app.add_flag("--tiny", tiny, "with --device cuda: tiny shapes (a check that everything runs)");
+  app.add_flag("--tiny", tiny,
+               "tiny shapes, each row once: a check that everything runs (seconds), on the CPU "
+               "or with --device cuda");
   CLI11_PARSE(app, argc, argv);
   if (quick && app.count("--attention-seq-lens") == 0) attention_lengths = {256, 1024};
   try {
     std::printf("%s\n", environment_summary().c_str());
-    const int repeats = quick ? 3 : 7;
+    const int repeats = tiny ? 1 : quick ? 3 : 7;
     const Device device = Device::parse(device_name);
     if (device.is_cuda()) {
       std::printf("device %s: %s\n", device.str().c_str(), cuda_device_name(device.index).c_str());
@@ -606,7 +646,13 @@ int main(int argc, char** argv) {
     }
     // The square sizes, then the default model's training GEMMs as bench_train --profile lists
     // them (the same m n k and transposes), to compare the step's GEMMs with the BLAS alone.
-    const std::vector<GemmCase> gemms = {
+    // --tiny: small shapes in each layout the step uses, bf16 B read as a weight or not.
+    const std::vector<GemmCase> tiny_gemms = {
+        {64, 80, 48, false, false, "tiny"},
+        {64, 80, 48, true, false, "tiny, A transposed"},
+        {64, 80, 48, false, true, "tiny, B transposed (a weight)", true, true},
+    };
+    const std::vector<GemmCase> full_gemms = {
         {1024, 1024, 1024, false, false, "square"},
         {2048, 2048, 2048, false, false, "square", false},
         {2048, 33278, 256, false, true, "logits = h E^T (LM forward)", true, true},
@@ -626,9 +672,11 @@ int main(int argc, char** argv) {
         {2048, 1536, 512, false, true, "QKV projection, forward (large-cpu)", false, true},
         {1536, 512, 2048, true, false, "QKV projection, weight gradient (large-cpu)", false},
     };
+    const std::vector<GemmCase>& gemms = tiny ? tiny_gemms : full_gemms;
+    if (tiny && app.count("--attention-seq-lens") == 0) attention_lengths = {32};
     for (int threads :
          attention_only || rows_only || gemm_only ? std::vector<int>{} : thread_counts)
-      bench_peak(threads);
+      bench_peak(threads, tiny);
     if (peak_only) return 0;
     for (int threads : attention_only || rows_only ? std::vector<int>{} : thread_counts)
       for (const GemmCase& g : gemms)
@@ -636,12 +684,16 @@ int main(int argc, char** argv) {
             std::string(g.what).find(shapes) != std::string::npos)
           bench_gemm(g, threads, repeats);
     for (int threads : attention_only || gemm_only ? std::vector<int>{} : thread_counts) {
+      if (tiny) {
+        bench_row_kernels(64, 1000, threads, repeats);
+        continue;
+      }
       bench_row_kernels(2048, 33278, threads, repeats);
       bench_row_kernels(2048, 256, threads, quick ? 20 : 50);
     }
     for (int threads : rows_only || gemm_only ? std::vector<int>{} : thread_counts)
       for (std::int64_t T : attention_lengths)
-        bench_attention(T, threads, T >= 4096 || quick ? 1 : 3);
+        bench_attention(T, threads, T >= 4096 || quick || tiny ? 1 : 3);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_ops: %s\n", e.what());
     return 1;

@@ -17,6 +17,18 @@
 
 namespace kiln {
 
+std::string gemm_environment() {
+  const char* value = std::getenv("KILN_GEMM");
+  if (value == nullptr || *value == '\0') return "";
+  const std::string name = value;
+  for (const char* valid : {"openblas", "blis", "eigen", "packed", "bf16", "widen"})
+    if (name == valid) return name;
+  throw Error(fmt::format(
+      "KILN_GEMM={}: not a GEMM path; the valid values are openblas, blis, eigen, packed (one "
+      "source for every float32 product) and bf16, widen (the path of bf16 products), or unset",
+      name));
+}
+
 namespace {
 
 // Paths of the runtime packages' libraries (cmake/KilnBlas.cmake); empty when not built in.
@@ -118,11 +130,7 @@ Loaded& slot(const std::string& name) {
   return name == "openblas" ? openblas : name == "blis" ? blis : none;
 }
 
-// KILN_GEMM's value, empty when unset.
-std::string gemm_override() {
-  const char* value = std::getenv("KILN_GEMM");
-  return value != nullptr ? value : "";
-}
+std::string gemm_override() { return gemm_environment(); }
 
 // Whether KILN_GEMM names the path of bf16 products only, leaving float32's sources to the rules.
 bool names_bf16_path(const std::string& value) { return value == "bf16" || value == "widen"; }

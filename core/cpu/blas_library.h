@@ -32,6 +32,10 @@ struct BlasLibrary {
   void (*set_num_threads)(int threads);
 };
 
+// KILN_GEMM's value, empty when unset or empty; a kiln::Error naming the valid values for any
+// other (a misspelt value must not silently leave the default in place).
+std::string gemm_environment();
+
 // A library by name ("openblas", "blis"), loaded on first use; null when it was not built in
 // (KILN_BLAS at configure time) or is not installed.
 const BlasLibrary* blas_library(const std::string& name);

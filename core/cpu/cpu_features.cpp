@@ -34,13 +34,25 @@ std::uint64_t enabled_state() {
   return (std::uint64_t{high} << 32) | low;
 }
 
+// XCR0 bits 1, 2 (SSE, AVX): the ymm registers.
+constexpr std::uint64_t kYmmState = 0x6;
+// XCR0 bits 1, 2 (SSE, AVX), 5, 6, 7 (opmask, the upper halves of zmm0-15, zmm16-31).
+constexpr std::uint64_t kZmmState = 0xe6;
+
+bool state_enabled(std::uint64_t state) { return (enabled_state() & state) == state; }
+
+bool detect_avx2_fma() {
+  return bit(cpuid(7, 0).ebx, 5) /* AVX2 */ && bit(cpuid(1, 0).ecx, 12) /* FMA */ &&
+         state_enabled(kYmmState);
+}
+
+bool detect_avx512f() { return bit(cpuid(7, 0).ebx, 16) /* AVX512F */ && state_enabled(kZmmState); }
+
 bool detect_avx512_bf16() {
   const Registers leaf7 = cpuid(7, 0), leaf7_1 = cpuid(7, 1);
   const bool instructions = bit(leaf7.ebx, 16) /* AVX512F */ && bit(leaf7.ebx, 30) /* BW */ &&
                             bit(leaf7.ebx, 31) /* VL */ && bit(leaf7_1.eax, 5) /* AVX512_BF16 */;
-  // XCR0 bits 1, 2 (SSE, AVX), 5, 6, 7 (opmask, the upper halves of zmm0-15, zmm16-31).
-  constexpr std::uint64_t kZmmState = 0xe6;
-  return instructions && (enabled_state() & kZmmState) == kZmmState;
+  return instructions && state_enabled(kZmmState);
 }
 
 bool detect_amx_bf16() {
@@ -48,11 +60,23 @@ bool detect_amx_bf16() {
   return bit(leaf7.edx, 22) /* AMX-BF16 */ && bit(leaf7.edx, 24) /* AMX-TILE */;
 }
 #else
+bool detect_avx2_fma() { return false; }
+bool detect_avx512f() { return false; }
 bool detect_avx512_bf16() { return false; }
 bool detect_amx_bf16() { return false; }
 #endif
 
 }  // namespace
+
+bool cpu_has_avx2_fma() {
+  static const bool has = detect_avx2_fma();
+  return has;
+}
+
+bool cpu_has_avx512f() {
+  static const bool has = detect_avx512f();
+  return has;
+}
 
 bool cpu_has_avx512_bf16() {
   static const bool has = detect_avx512_bf16();

@@ -7,6 +7,13 @@
 
 namespace kiln {
 
+// AVX2 with FMA (the x86-64-v3 arithmetic) and an OS that saves the 256-bit registers.
+bool cpu_has_avx2_fma();
+
+// AVX-512 F and an OS that saves the 512-bit registers: what code built for target("avx512f")
+// needs before it runs.
+bool cpu_has_avx512f();
+
 // AVX-512 (F, BW, VL) with AVX512_BF16 (VDPBF16PS: two bf16 products summed into each float32
 // lane), and an OS that saves the 512-bit registers (XCR0's opmask and ZMM state bits).
 bool cpu_has_avx512_bf16();

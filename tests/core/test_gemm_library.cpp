@@ -114,3 +114,28 @@ TEST_CASE("large narrow products go through BLIS on Zen 3, the rest through the 
   if (!zen_blis)
     std::puts("note: not a Zen 3 CPU with BLIS and OpenBLAS installed; checked the default");
 }
+
+TEST_CASE("KILN_GEMM refuses a value that names no GEMM path, naming the valid ones", "[gemm]") {
+  const char* before = std::getenv("KILN_GEMM");
+  const std::string saved = before != nullptr ? before : "";
+  // Lower case only: BF16 is as unknown as avx512, and each silently chose Eigen before.
+  for (const char* unknown : {"avx512", "BF16", "openblas "}) {
+    ::setenv("KILN_GEMM", unknown, 1);
+    INFO("KILN_GEMM=" << unknown);
+    CHECK_THROWS_AS(gemm_environment(), Error);
+    CHECK_THROWS_WITH(gemm_environment(),
+                      std::string("KILN_GEMM=") + unknown +
+                          ": not a GEMM path; the valid values are openblas, blis, eigen, packed "
+                          "(one source for every float32 product) and bf16, widen (the path of "
+                          "bf16 products), or unset");
+  }
+  for (const char* valid : {"openblas", "blis", "eigen", "packed", "bf16", "widen"}) {
+    ::setenv("KILN_GEMM", valid, 1);
+    CHECK(gemm_environment() == valid);
+  }
+  ::setenv("KILN_GEMM", "", 1);
+  CHECK(gemm_environment().empty());
+  ::unsetenv("KILN_GEMM");
+  CHECK(gemm_environment().empty());
+  if (before != nullptr) ::setenv("KILN_GEMM", saved.c_str(), 1);
+}
