@@ -19,6 +19,12 @@ bool null_or_absent(const json& j, const char* key) {
   return it == j.end() || it->is_null();
 }
 
+// tokenizers writes an unused prefix or suffix as "" (GPT-2's file saved by transformers does).
+bool null_absent_or_empty(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it == j.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty());
+}
+
 bool flag(const json& j, const char* key, bool absent) {
   const auto it = j.find(key);
   return it == j.end() || !it->is_boolean() ? absent : it->get<bool>();
@@ -86,12 +92,13 @@ BpeTokenizer bpe_tokenizer_from_json(const json& j, std::string_view source) {
   check_byte_level(j, "pre_tokenizer", false, source);
   check_byte_level(j, "decoder", true, source);
   check_byte_level(j, "post_processor", true, source);
-  KILN_CHECK(
-      null_or_absent(model, "dropout") && null_or_absent(model, "continuing_subword_prefix") &&
-          null_or_absent(model, "end_of_word_suffix") && !flag(model, "byte_fallback", false),
-      "tokenizer {}: the BPE model sets dropout, continuing_subword_prefix, "
-      "end_of_word_suffix or byte_fallback, which byte-level BPE does not use",
-      source);
+  KILN_CHECK(null_or_absent(model, "dropout") &&
+                 null_absent_or_empty(model, "continuing_subword_prefix") &&
+                 null_absent_or_empty(model, "end_of_word_suffix") &&
+                 !flag(model, "byte_fallback", false),
+             "tokenizer {}: the BPE model sets dropout, continuing_subword_prefix, "
+             "end_of_word_suffix or byte_fallback, which byte-level BPE does not use",
+             source);
 
   // The vocabulary: every id from 0 up, each once, with the added tokens.
   const auto vocab_it = model.find("vocab");
