@@ -10,13 +10,16 @@
 
 #include "core/autocast.h"
 #include "core/kiln.h"
+#include "data/char_tokenizer.h"
 #include "data/corpus.h"
 #include "lm/decoder.h"
 #include "lm/hugging_face.h"
+#include "tests/harness/near.h"
 #include "tests/harness/paths.h"
 
 using namespace kiln;
 using Catch::Contains;
+using kiln::testing::compare_exact;
 namespace fs = std::filesystem;
 
 namespace {
@@ -189,4 +192,88 @@ TEST_CASE("Hugging Face folders kiln cannot read exactly are refused, naming the
     CHECK_THROWS_WITH(lm::read_transformer_checkpoint(copy.dir.string()),
                       Contains("no tokenizer.json, nor vocab.json and merges.txt"));
   }
+}
+
+namespace {
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string export_golden(const std::string& name) {
+  return testing::source_path("tests/golden/hf_export/" + name);
+}
+
+}  // namespace
+
+TEST_CASE("kiln-export --format hf writes the committed folder that transformers loads",
+          "[lm][huggingface]") {
+  // tools/check_hf_export.py loaded tests/golden/hf_export/gpt2 in transformers (no missing or
+  // unexpected keys) and recorded its logits; exporting the kiln checkpoint again must give the
+  // same bytes, and kiln's logits must be transformers'.
+  const lm::TransformerCheckpoint ckpt =
+      lm::read_transformer_checkpoint(export_golden("kiln_gpt2.safetensors"));
+  const fs::path out = fs::temp_directory_path() / ("kiln_hf_export" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  lm::write_hugging_face_gpt2(ckpt, out.string());
+  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json"}) {
+    INFO(file);
+    CHECK(read_bytes(out / file) == read_bytes(export_golden("gpt2/") + file));
+  }
+  fs::remove_all(out);
+
+  const auto model = lm::load_model(ckpt, Device::cpu());
+  const SafetensorsFile expected =
+      load_safetensors(export_golden("transformers_logits.safetensors"));
+  const auto [diff, scale] =
+      max_difference(model->forward(find(expected, "input_ids")), find(expected, "logits"));
+  INFO("max |dlogit| " << diff << ", max |logit| " << scale);
+  CHECK(diff <= 1e-5 * scale);
+  const std::vector<std::int64_t> greedy = ids_of(find(expected, "greedy"));
+  lm::Decoder decoder(*model, lm::DecodeMode::cached);
+  Generator rng(1);
+  std::vector<std::int64_t> all(greedy.begin(), greedy.begin() + 3);
+  const std::vector<std::int64_t> tokens =
+      decoder.generate(all, ckpt.config.max_seq_len - 3, lm::SamplingOptions{.greedy = true}, rng);
+  all.insert(all.end(), tokens.begin(), tokens.end());
+  CHECK(all == greedy);
+  // The ids transformers' PreTrainedTokenizerFast gave for this text with the exported file.
+  CHECK(ckpt.tokenizer->encode("The quick brown fox jumps over the lazy dog.") ==
+        std::vector<std::int64_t>{52,  72,  69, 221, 81,  85, 73, 67, 75,  221, 66,  82, 79, 87,
+                                  78,  257, 79, 88,  221, 74, 85, 77, 80,  83,  258, 86, 69, 82,
+                                  221, 262, 69, 221, 76,  65, 90, 89, 221, 68,  79,  71, 14});
+  // And the folder reads back as the same model.
+  const lm::TransformerCheckpoint back = lm::read_transformer_checkpoint(export_golden("gpt2"));
+  CHECK(back.config.to_json() == ckpt.config.to_json());
+  for (std::size_t i = 0; i < ckpt.model.size(); ++i)
+    CHECK(compare_exact(back.model[i].second, ckpt.model[i].second).ok);
+}
+
+TEST_CASE("kiln-export --format hf refuses what GPT-2 cannot express, with the reason",
+          "[lm][huggingface]") {
+  const lm::TransformerCheckpoint ckpt =
+      lm::read_transformer_checkpoint(export_golden("kiln_gpt2.safetensors"));
+  const fs::path out = fs::temp_directory_path() / ("kiln_hf_refused" + std::to_string(::getpid()));
+  const auto refused = [&](const lm::TransformerCheckpoint& c, const std::string& reason) {
+    CHECK_THROWS_WITH(lm::write_hugging_face_gpt2(c, out.string()), Contains(reason));
+    CHECK_FALSE(fs::exists(out));
+  };
+  lm::TransformerCheckpoint post = ckpt;
+  post.config.norm = nn::NormPlacement::post;
+  refused(post, "post-LN");
+  for (nn::PositionKind p : {nn::PositionKind::sinusoidal, nn::PositionKind::rope}) {
+    lm::TransformerCheckpoint other = ckpt;
+    other.config.position = p;
+    refused(other, fmt::format("{} positions; GPT-2 has learned ones", nn::name_of(p)));
+  }
+  lm::TransformerCheckpoint gqa = ckpt;
+  gqa.config.kv_heads = 1;
+  refused(gqa, "(GQA/MQA)");
+  lm::TransformerCheckpoint scaled = ckpt;
+  scaled.config.embedding_scale = nn::EmbeddingScale::sqrt_d;
+  refused(scaled, "scales its embeddings by sqrt(d_model)");
+  lm::TransformerCheckpoint chars = ckpt;
+  chars.tokenizer = std::make_shared<CharTokenizer>(std::vector<char32_t>{U'\u00e9'});
+  refused(chars, "tokenizer is char-level; GPT-2's is byte-level BPE");
 }
