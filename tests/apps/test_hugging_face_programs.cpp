@@ -20,7 +20,7 @@ std::string folder_a() { return source_path("tests/golden/hf_gpt2/a"); }
 
 }  // namespace
 
-TEST_CASE("train_lm --init-from a Hugging Face folder fine-tunes it; eval_ppl and generate read it",
+TEST_CASE("train_lm --init-from a Hugging Face folder fine-tunes it, eval_ppl and generate read it",
           "[apps][huggingface]") {
   TempDir dir;
   write_tiny_corpus(dir.path().string());
@@ -70,7 +70,7 @@ TEST_CASE("train_lm --init-from a Hugging Face folder fine-tunes it; eval_ppl an
   }
 }
 
-TEST_CASE("train_lm --preset gpt2 sets GPT-2's architecture; given model flags override it",
+TEST_CASE("train_lm --preset gpt2 sets GPT-2's architecture, given model flags override it",
           "[apps][huggingface]") {
   TempDir dir;
   write_tiny_corpus(dir.path().string());
