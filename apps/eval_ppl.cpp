@@ -106,7 +106,7 @@ int eval(int argc, char** argv) {
   const auto step = ckpt.metadata.find("step");
   fmt::print("checkpoint {}: step {} | {} parameters | vocab {} | T {} | precision {}\n",
              checkpoint_path, step != ckpt.metadata.end() ? step->second : "?",
-             model->num_parameters(), ckpt.vocabulary.size(), T, precision);
+             model->num_parameters(), ckpt.tokenizer->vocab_size(), T, precision);
   const std::unique_ptr<Dataset> dataset = load_eval_split(dir, ckpt, split, num_threads());
   const SplitTokens text = dataset->tokens(split);
   if (ckpt.tokenizer->kind() == "word") {

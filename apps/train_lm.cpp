@@ -44,6 +44,7 @@
 #include "distributed/communicator.h"
 #include "lm/metrics_log.h"
 #include "lm/transformer_checkpoint.h"
+#include "nn/config_fields.h"
 
 using namespace kiln;
 
@@ -71,6 +72,7 @@ int train(int argc, char** argv) {
   add_train_flags(app, o);
   CLI11_PARSE(app, argc, argv);
   const auto given = [&](std::string_view flag) { return app.count(std::string(flag)) > 0; };
+  apply_preset(o, given);
 
   // A resumed run takes the checkpoint's settings for every flag not given.
   std::optional<lm::TransformerCheckpoint> resumed;
@@ -81,6 +83,26 @@ int train(int argc, char** argv) {
     KILN_CHECK(train_entry != resumed->metadata.end(),
                "--resume {}: not a training checkpoint (no saved training settings)", o.resume);
     notes = merge_saved_options(o, resumed->config, train_entry->second, given, o.resume);
+  }
+  // Initial weights: their config is the model (model flags and --preset are refused beside
+  // them); the optimizer and the run start fresh.
+  std::optional<lm::TransformerCheckpoint> initial;
+  if (!o.init_from.empty()) {
+    KILN_CHECK(o.resume.empty(), "--init-from and --resume exclude each other");
+    KILN_CHECK(o.preset.empty(), "--init-from {}: the model is its config, --preset is not used",
+               o.init_from);
+    for (const nn::ConfigField& field : nn::config_fields()) {
+      const bool model_flag = field.flag != nullptr && std::string_view(field.key) != "dropout" &&
+                              std::string_view(field.key) != "attn_dropout";
+      KILN_CHECK(!model_flag || !given(field.flag),
+                 "--init-from {}: the model is its config, {} cannot change it", o.init_from,
+                 field.flag);
+    }
+    initial = lm::read_transformer_checkpoint(o.init_from);
+    const nn::TransformerConfig flags = o.model;
+    o.model = initial->config;
+    if (given("--dropout")) o.model.dropout = flags.dropout;
+    if (given("--attn-dropout")) o.model.attn_dropout = flags.attn_dropout;
   }
   check_options(o);
   const Device device = device_from_flag(o.device);
@@ -116,15 +138,24 @@ int train(int argc, char** argv) {
         o.resume, saved_threads, threads);
   if (resumed && !device.is_cuda()) note_other_gemm(*resumed, o.resume);
 
-  // Data: the checkpoint's tokenizer for a resumed run, so every token keeps its id.
+  // Data: the checkpoint's tokenizer for a resumed or initialised run, so every token keeps its
+  // id (a prepared dataset of another tokenizer is refused).
   const std::string data_dir =
       resolve_data_dir(o.data.empty() ? std::nullopt : std::optional(o.data));
-  const std::unique_ptr<Dataset> data =
-      load_training_data(data_dir, resumed ? &*resumed : nullptr, threads);
+  const lm::TransformerCheckpoint* source = resumed ? &*resumed : initial ? &*initial : nullptr;
+  const std::unique_ptr<Dataset> data = load_training_data(data_dir, source, threads);
 
-  // Model, optimizer and trainer: fresh, or exactly as saved.
-  const auto model = resumed ? lm::load_model(*resumed, device)
-                             : make_model(o, data->tokenizer().vocab_size(), device);
+  // Model, optimizer and trainer: fresh, exactly as saved, or initial weights.
+  std::unique_ptr<nn::TransformerLM> model;
+  if (resumed) {
+    model = lm::load_model(*resumed, device);
+  } else if (initial) {
+    lm::TransformerCheckpoint with_dropout = *initial;
+    with_dropout.config = o.model;
+    model = lm::load_model(with_dropout, device);
+  } else {
+    model = make_model(o, data->tokenizer().vocab_size(), device);
+  }
   const auto optimizer = make_optimizer(*model, o);
   lm::TrainerOptions options = trainer_options(o, device, threads);
   options.stop_requested = [] { return stop_signal() != 0; };

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/host_memory.h"
+#include "lm/hugging_face.h"
 #include "nn/transformer_layout.h"
 
 namespace kiln::lm {
@@ -73,6 +74,7 @@ TransformerCheckpoint transformer_checkpoint_from(Checkpoint checkpoint) {
 }
 
 TransformerCheckpoint read_transformer_checkpoint(const std::string& path) {
+  if (is_hugging_face_folder(path)) return read_hugging_face_gpt2(path);
   return transformer_checkpoint_from(read_checkpoint(path));
 }
 

@@ -25,7 +25,8 @@ struct TransformerCheckpoint : Checkpoint {
 // validates, a vocabulary whose size equals config.vocab, and the config against the file's
 // model tensors (every name, dtype and shape, nn/transformer_layout.h) and against this
 // machine's memory, so that load_model builds nothing that the file cannot fill. Errors name the
-// file and the problem.
+// file and the problem. A Hugging Face GPT-2 folder (one with config.json) is read by
+// read_hugging_face_gpt2 (lm/hugging_face.h).
 TransformerCheckpoint read_transformer_checkpoint(const std::string& path);
 // The same checks over a checkpoint already read.
 TransformerCheckpoint transformer_checkpoint_from(Checkpoint checkpoint);

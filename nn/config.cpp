@@ -10,16 +10,38 @@
 
 namespace kiln::nn {
 
-std::string_view name_of(Activation a) { return a == Activation::relu ? "relu" : "gelu"; }
+std::string_view name_of(Activation a) {
+  switch (a) {
+    case Activation::relu:
+      return "relu";
+    case Activation::gelu:
+      return "gelu";
+    case Activation::gelu_tanh:
+      return "gelu_tanh";
+  }
+  return "?";
+}
 std::string_view name_of(NormPlacement n) { return n == NormPlacement::post ? "post" : "pre"; }
 std::string_view name_of(PositionKind p) {
-  return p == PositionKind::sinusoidal ? "sinusoidal" : "rope";
+  switch (p) {
+    case PositionKind::sinusoidal:
+      return "sinusoidal";
+    case PositionKind::rope:
+      return "rope";
+    case PositionKind::learned:
+      return "learned";
+  }
+  return "?";
+}
+std::string_view name_of(EmbeddingScale s) {
+  return s == EmbeddingScale::sqrt_d ? "sqrt_d" : "none";
 }
 
 Activation parse_activation(std::string_view text) {
   if (text == "relu") return Activation::relu;
   if (text == "gelu") return Activation::gelu;
-  fail("activation: '{}' is not relu or gelu", text);
+  if (text == "gelu_tanh") return Activation::gelu_tanh;
+  fail("activation: '{}' is not relu, gelu or gelu_tanh", text);
 }
 
 NormPlacement parse_norm(std::string_view text) {
@@ -31,7 +53,14 @@ NormPlacement parse_norm(std::string_view text) {
 PositionKind parse_position(std::string_view text) {
   if (text == "sinusoidal") return PositionKind::sinusoidal;
   if (text == "rope") return PositionKind::rope;
-  fail("pos: '{}' is not sinusoidal or rope", text);
+  if (text == "learned") return PositionKind::learned;
+  fail("pos: '{}' is not sinusoidal, rope or learned", text);
+}
+
+EmbeddingScale parse_embedding_scale(std::string_view text) {
+  if (text == "sqrt_d") return EmbeddingScale::sqrt_d;
+  if (text == "none") return EmbeddingScale::none;
+  fail("embedding-scale: '{}' is not sqrt_d or none", text);
 }
 
 void TransformerConfig::validate() const {
@@ -55,7 +84,9 @@ std::string TransformerConfig::to_json() const {
   TransformerConfig resolved = *this;
   resolved.kv_heads = kv();  // the file names the count, whatever the default's spelling
   nlohmann::json j = nlohmann::json::object();
+  const TransformerConfig defaults;
   for (const ConfigField& field : config_fields()) {
+    if (field.optional && field.text(resolved) == field.text(defaults)) continue;
     if (field.is_choice()) {
       j[field.key] = field.get_choice(resolved);
     } else if (field.integer) {
@@ -79,6 +110,7 @@ TransformerConfig TransformerConfig::from_json(std::string_view text) {
   for (const ConfigField& field : config_fields()) {
     const char* key = field.key;
     const auto it = j.find(key);
+    if (field.optional && it == j.end()) continue;  // a file older than the field: the default
     if (field.is_choice()) {
       KILN_CHECK(it != j.end() && it->is_string(), "config: '{}' is missing or not a string", key);
       field.set_choice(c, it->get<std::string>());

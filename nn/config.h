@@ -8,12 +8,16 @@
 
 namespace kiln::nn {
 
-enum class Activation { relu, gelu };
+// gelu: x Φ(x) with erf; gelu_tanh: GPT-2's tanh approximation (core/ops/elementwise.h).
+enum class Activation { relu, gelu, gelu_tanh };
 enum class NormPlacement {
   post,
   pre
 };  // post: LayerNorm(X + sublayer(X)); pre: X + sublayer(LayerNorm(X))
-enum class PositionKind { sinusoidal, rope };
+// learned: a trained (max_seq_len, d_model) table added to the embeddings, as GPT-2's wpe.
+enum class PositionKind { sinusoidal, rope, learned };
+// What multiplies the token embeddings: √d_model (kiln's default) or 1 (GPT-2).
+enum class EmbeddingScale { sqrt_d, none };
 
 struct TransformerConfig {
   std::int64_t vocab = 0;
@@ -28,6 +32,7 @@ struct TransformerConfig {
   Activation activation = Activation::relu;
   NormPlacement norm = NormPlacement::post;
   PositionKind position = PositionKind::sinusoidal;
+  EmbeddingScale embedding_scale = EmbeddingScale::sqrt_d;
 
   std::int64_t d_head() const { return d_model / heads; }
   std::int64_t kv() const { return kv_heads == 0 ? heads : kv_heads; }
@@ -45,8 +50,10 @@ struct TransformerConfig {
 std::string_view name_of(Activation a);
 std::string_view name_of(NormPlacement n);
 std::string_view name_of(PositionKind p);
+std::string_view name_of(EmbeddingScale s);
 Activation parse_activation(std::string_view text);
 NormPlacement parse_norm(std::string_view text);
 PositionKind parse_position(std::string_view text);
+EmbeddingScale parse_embedding_scale(std::string_view text);
 
 }  // namespace kiln::nn

@@ -11,8 +11,9 @@ namespace kiln::nn {
 
 namespace {
 
-constexpr std::string_view kActivations[] = {"relu", "gelu"};
-constexpr std::string_view kPositions[] = {"sinusoidal", "rope"};
+constexpr std::string_view kActivations[] = {"relu", "gelu", "gelu_tanh"};
+constexpr std::string_view kPositions[] = {"sinusoidal", "rope", "learned"};
+constexpr std::string_view kEmbeddingScales[] = {"sqrt_d", "none"};
 constexpr std::string_view kNorms[] = {"post", "pre"};
 constexpr FieldRange kProbability{.min = 0, .max = 1, .max_open = true};
 
@@ -48,13 +49,13 @@ const ConfigField kFields[] = {
      .range = kProbability},
     {.flag = "--activation",
      .key = "activation",
-     .help = "feed-forward activation",
+     .help = "feed-forward activation (gelu: erf form; gelu_tanh: GPT-2's tanh form)",
      .choices = kActivations,
      .get_choice = [](const C& c) { return name_of(c.activation); },
      .set_choice = [](C& c, std::string_view v) { c.activation = parse_activation(v); }},
     {.flag = "--pos",
      .key = "position",
-     .help = "positions: added sinusoids or rotary (RoPE)",
+     .help = "positions: added sinusoids, rotary (RoPE) or a learned table (GPT-2's)",
      .choices = kPositions,
      .get_choice = [](const C& c) { return name_of(c.position); },
      .set_choice = [](C& c, std::string_view v) { c.position = parse_position(v); }},
@@ -64,6 +65,13 @@ const ConfigField kFields[] = {
      .choices = kNorms,
      .get_choice = [](const C& c) { return name_of(c.norm); },
      .set_choice = [](C& c, std::string_view v) { c.norm = parse_norm(v); }},
+    {.flag = "--embedding-scale",
+     .key = "embedding_scale",
+     .help = "factor on the token embeddings: sqrt_d (sqrt(d_model)) or none (GPT-2)",
+     .choices = kEmbeddingScales,
+     .get_choice = [](const C& c) { return name_of(c.embedding_scale); },
+     .set_choice = [](C& c, std::string_view v) { c.embedding_scale = parse_embedding_scale(v); },
+     .optional = true},
 };
 
 // "positive", "positive (or 0: as many as --heads)", "in [0, 1)": the rule in the messages.

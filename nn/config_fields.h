@@ -38,6 +38,10 @@ struct ConfigField {
   std::string_view (*get_choice)(const TransformerConfig&) = nullptr;
   void (*set_choice)(TransformerConfig&, std::string_view) = nullptr;  // errors name the field
   FieldRange range = {};                                               // numbers only
+  // A field added after checkpoints were written without it: absent from a config's JSON, it
+  // takes its default, and to_json leaves it out while it has the default (so the files of
+  // models that do not use it stay byte for byte as before).
+  bool optional = false;
 
   bool is_choice() const { return get_choice != nullptr; }
   // The value as JSON text ("256", "0.1", "\"relu\"") and as the flag shows it ("256", "relu").

@@ -12,7 +12,15 @@ FeedForward::FeedForward(std::int64_t d_model, std::int64_t hidden, Activation a
 
 Tensor FeedForward::forward(const Tensor& x) const {
   const Tensor h = fc1->forward(x);
-  return fc2->forward(activation == Activation::relu ? relu(h) : gelu(h));
+  switch (activation) {
+    case Activation::relu:
+      return fc2->forward(relu(h));
+    case Activation::gelu:
+      return fc2->forward(gelu(h));
+    case Activation::gelu_tanh:
+      break;
+  }
+  return fc2->forward(gelu(h, GeluApproximation::tanh));
 }
 
 }  // namespace kiln::nn

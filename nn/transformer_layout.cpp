@@ -37,11 +37,15 @@ std::int64_t elements(const std::vector<TensorLayout>& layout, const char* what)
 std::int64_t state_tensor_count(const TransformerConfig& c) {
   const std::int64_t blocks =
       checked_mul(c.layers, kTensorsPerBlock, "config: layers x the tensors of a block");
-  return checked_add(blocks, c.norm == NormPlacement::pre ? 3 : 1, "config: the tensor count");
+  const std::int64_t others =
+      1 + (c.norm == NormPlacement::pre ? 2 : 0) + (c.position == PositionKind::learned ? 1 : 0);
+  return checked_add(blocks, others, "config: the tensor count");
 }
 
 std::vector<TensorLayout> state_layout(const TransformerConfig& c) {
   std::vector<TensorLayout> layout = {{"embedding.weight", {c.vocab, c.d_model}}};
+  if (c.position == PositionKind::learned)
+    layout.push_back({"position_embedding.weight", {c.max_seq_len, c.d_model}});
   for (std::int64_t l = 0; l < c.layers; ++l) {
     std::vector<TensorLayout> block = block_layout(c, "blocks." + std::to_string(l) + ".");
     layout.insert(layout.end(), block.begin(), block.end());
@@ -60,11 +64,17 @@ std::int64_t parameter_count(const TransformerConfig& c) {
       checked_mul(c.layers, block, "config: layers x the parameters of a block");
   const std::int64_t final_norm =
       c.norm == NormPlacement::pre ? checked_mul(2, c.d_model, "config: 2 x d_model") : 0;
-  return checked_add(checked_add(embedding, blocks, "config: the parameter count"), final_norm,
-                     "config: the parameter count");
+  const std::int64_t learned_positions =
+      c.position == PositionKind::learned
+          ? checked_mul(c.max_seq_len, c.d_model, "config: max_seq_len x d_model")
+          : 0;
+  return checked_add(checked_add(checked_add(embedding, blocks, "config: the parameter count"),
+                                 final_norm, "config: the parameter count"),
+                     learned_positions, "config: the parameter count");
 }
 
 std::int64_t position_table_count(const TransformerConfig& c) {
+  if (c.position == PositionKind::learned) return 0;  // a parameter, counted there
   if (c.position == PositionKind::sinusoidal)
     return checked_mul(c.max_seq_len, c.d_model, "config: max_seq_len x d_model");
   // cos and sin, each (max_seq_len, d_head / 2): max_seq_len × d_head together.

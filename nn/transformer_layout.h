@@ -28,7 +28,8 @@ struct TensorLayout {
   Shape shape;
 };
 
-// Tensors in the state_dict: the embedding, 12 per block, and the final LayerNorm's 2 (pre-LN).
+// Tensors in the state_dict: the embedding, the learned positions (if any), 12 per block, and the
+// final LayerNorm's 2 (pre-LN).
 std::int64_t state_tensor_count(const TransformerConfig& config);
 
 // The state_dict's names and shapes, in its order (every one F32). It lists every block, so
@@ -39,7 +40,8 @@ std::vector<TensorLayout> state_layout(const TransformerConfig& config);
 std::int64_t parameter_count(const TransformerConfig& config);
 
 // Elements of the positional tables the model computes and keeps (not saved): max_seq_len ×
-// d_model sinusoids, or RoPE's cos and sin tables of max_seq_len × d_head / 2 each.
+// d_model sinusoids, or RoPE's cos and sin tables of max_seq_len × d_head / 2 each; none for
+// learned positions, whose table is a parameter.
 std::int64_t position_table_count(const TransformerConfig& config);
 
 // Bytes a built model claims for its parameters and positional tables (4 per element), plus

@@ -25,6 +25,11 @@ TransformerLM::TransformerLM(const TransformerConfig& config, FeedForwardFactory
   if (config_.position == PositionKind::sinusoidal) {
     positions = register_module("positions", std::make_shared<SinusoidalPositionalEncoding>(
                                                  config_.d_model, config_.max_seq_len));
+  } else if (config_.position == PositionKind::learned) {
+    position_embedding = register_module(
+        "position_embedding", std::make_shared<Embedding>(config_.max_seq_len, config_.d_model));
+    NoGradGuard no_grad;
+    position_embedding->weight.copy_(normal(position_embedding->weight.shape(), 0.0, 0.02));
   } else {
     rope = register_module(
         "rope", std::make_shared<RotaryEmbedding>(config_.d_head(), config_.max_seq_len));
@@ -56,8 +61,11 @@ Tensor TransformerLM::hidden(const Tensor& ids, std::vector<KVCache>* caches,
   KILN_CHECK(past + ids.size(1) <= config_.max_seq_len,
              "TransformerLM: positions up to {} exceed max_seq_len {}", past + ids.size(1),
              config_.max_seq_len);
-  Tensor x = embedding->forward(ids) * std::sqrt(static_cast<double>(config_.d_model));
+  Tensor x = embedding->forward(ids);
+  if (config_.embedding_scale == EmbeddingScale::sqrt_d)
+    x = x * std::sqrt(static_cast<double>(config_.d_model));
   if (positions) x = positions->forward(x, past);
+  if (position_embedding) x = x + position_embedding->weight.narrow(0, past, ids.size(1));
   x = dropout_->forward(x);
   if (attention != nullptr) attention->assign(blocks.size(), Tensor());
   for (std::size_t l = 0; l < blocks.size(); ++l) {

@@ -1,5 +1,7 @@
 // TransformerLM: a decoder-only language model with the output tied to the embedding.
-//   X_0 = E[ids] * sqrt(d) + PE (sinusoidal; none with RoPE, which rotates Q and K instead)
+//   X_0 = E[ids] * s + PE    s = sqrt(d), or 1 with embedding_scale none (GPT-2);
+//                            PE sinusoidal, or a learned table P[past..past+T) (GPT-2's wpe);
+//                            none with RoPE, which rotates Q and K instead
 //   X_l = Block_l(X_{l-1}),  l = 1..N       (pre-LN adds a final LayerNorm)
 //   logits = X_N E^T                          E is the embedding matrix itself: no second
 //                                             vocabulary-sized matrix exists
@@ -61,7 +63,9 @@ class TransformerLM : public LanguageModel {
   std::string config_json() const override { return config_.to_json(); }
 
   std::shared_ptr<Embedding> embedding;
-  std::shared_ptr<SinusoidalPositionalEncoding> positions;  // null with RoPE
+  std::shared_ptr<SinusoidalPositionalEncoding> positions;  // sinusoidal only
+  // Learned positions only: (max_seq_len, d_model), initialised N(0, 0.02) as GPT-2's.
+  std::shared_ptr<Embedding> position_embedding;
   std::vector<std::shared_ptr<TransformerBlock>> blocks;
   std::shared_ptr<LayerNorm> norm;  // pre-LN only
 

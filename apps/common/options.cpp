@@ -246,6 +246,12 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                 "SIGINT/SIGTERM); best weights go to PATH with .best before the extension, the "
                 "loss curve to PATH with .curve.svg");
   add_path_flag(app, "--resume", o.resume, "continue the run saved in this checkpoint");
+  add_path_flag(app, "--init-from", o.init_from,
+                "start from these weights (a kiln checkpoint or a Hugging Face GPT-2 folder, "
+                "docs/huggingface.md) with a fresh optimizer; the model flags are its config's");
+  app.add_option("--preset", o.preset,
+                 "model preset: gpt2 (GPT-2 small's architecture; model flags given override it)")
+      ->check(CLI::IsMember({"gpt2"}));
   add_path_flag(app, "--metrics", o.metrics,
                 "write metrics to this file, one JSON object per line");
   app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
@@ -276,6 +282,32 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
     if (field.choices.size() > 0)
       option->check(
           CLI::IsMember(std::vector<std::string>(field.choices.begin(), field.choices.end())));
+  });
+}
+
+void apply_preset(TrainOptions& o, const std::function<bool(std::string_view)>& given) {
+  if (o.preset.empty()) return;
+  KILN_CHECK(o.preset == "gpt2", "--preset: unknown preset '{}'", o.preset);
+  const nn::TransformerConfig gpt2{.d_model = 768,
+                                   .heads = 12,
+                                   .layers = 12,
+                                   .ff = 3072,
+                                   .max_seq_len = 1024,
+                                   .dropout = 0.1,
+                                   .attn_dropout = 0.1,
+                                   .activation = nn::Activation::gelu_tanh,
+                                   .norm = nn::NormPlacement::pre,
+                                   .position = nn::PositionKind::learned,
+                                   .embedding_scale = nn::EmbeddingScale::none};
+  for_each_model_field([&](const nn::ConfigField& field) {
+    if (given(field.flag)) return;
+    if (field.is_choice()) {
+      field.set_choice(o.model, field.get_choice(gpt2));
+    } else if (field.integer) {
+      o.model.*field.integer = gpt2.*field.integer;
+    } else {
+      o.model.*field.real = gpt2.*field.real;
+    }
   });
 }
 

@@ -41,6 +41,8 @@ struct TrainOptions {
   std::int64_t log_every = 10;
   std::int64_t save_every = 0;
   std::string save, resume, metrics;
+  std::string preset;     // "gpt2": GPT-2 small's model fields for those not given (apply_preset)
+  std::string init_from;  // a checkpoint or Hugging Face folder whose weights start the run
   std::string device = "cpu";
   int threads = 0;  // 0: every core (a resumed run: the checkpoint's count)
 
@@ -80,6 +82,11 @@ struct TrainOptions {
 
 // Registers every flag on app, bound to options' members, with its default in --help.
 void add_train_flags(CLI::App& app, TrainOptions& options);
+
+// Sets the model fields of --preset (gpt2: GPT-2 small, 124M parameters with its 50257 tokens:
+// d_model 768, 12 heads, 12 layers, ff 3072, max_seq_len 1024, learned positions, pre-LN,
+// gelu_tanh, no embedding scale, dropout 0.1) whose flags were not given (given(flag) false).
+void apply_preset(TrainOptions& options, const std::function<bool(std::string_view)>& given);
 
 // Checks every value; a kiln::Error names the first bad flag, e.g. "--heads 3 does not divide
 // --d-model 256".

@@ -107,9 +107,32 @@ std::string escaped(std::string_view text) {
 // Reading
 
 // A tensor as the header describes it; begin/end are offsets into the data buffer.
+// IEEE 754 binary16 to float32, exactly (every half is a float): subnormals normalised, infinities
+// and NaNs kept.
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  std::uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  std::uint32_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else {  // subnormal: shift the mantissa up to its leading 1
+    exponent = 113;
+    while ((mantissa & 0x400u) == 0) mantissa <<= 1, --exponent;
+    bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 struct Entry {
   std::string name;
   DType dtype = DType::f32;
+  bool f16 = false;  // IEEE half in the file, widened to float32 (kiln has no f16 dtype)
   Shape shape;
   std::uint64_t begin = 0;
   std::uint64_t end = 0;
@@ -247,8 +270,11 @@ Entry parse_entry(const std::string& name, const json& value, const std::string&
     entry.dtype = DType::i64;
   } else if (dtype_text == "BF16") {
     entry.dtype = DType::bf16;
+  } else if (dtype_text == "F16") {
+    entry.dtype = DType::f32;
+    entry.f16 = true;
   } else {
-    fail("{}tensor '{}': unknown dtype {} (kiln reads F32, F64, I64 and BF16)", where, name,
+    fail("{}tensor '{}': unknown dtype {} (kiln reads F32, F64, I64, BF16 and F16)", where, name,
          dtype.dump());
   }
 
@@ -270,7 +296,7 @@ Entry parse_entry(const std::string& name, const json& value, const std::string&
     count *= s;  // count <= extent
     entry.shape.push_back(s);
   }
-  const std::uint64_t nbytes = checked_bytes(count, dtype_size(entry.dtype), sized);
+  const std::uint64_t nbytes = checked_bytes(count, entry.f16 ? 2 : dtype_size(entry.dtype), sized);
 
   const json& offsets = value["data_offsets"];
   KILN_CHECK(offsets.is_array() && offsets.size() == 2,
@@ -458,7 +484,13 @@ SafetensorsFile read_safetensors(Input& file, const std::string& where) {
   for (const Entry& e : entries) {
     Tensor t = empty(e.shape, {.dtype = e.dtype});
     const std::uint64_t nbytes = e.end - e.begin;
-    if (nbytes > 0) {
+    if (nbytes > 0 && e.f16) {
+      std::vector<std::uint16_t> halves(nbytes / 2);
+      file.read(halves.data(), nbytes);
+      file_order_checksum = crc32(halves.data(), nbytes, file_order_checksum);
+      float* out = static_cast<float*>(t.raw_data());
+      for (std::size_t i = 0; i < halves.size(); ++i) out[i] = half_to_float(halves[i]);
+    } else if (nbytes > 0) {
       file.read(t.raw_data(), nbytes);
       file_order_checksum = crc32(t.raw_data(), nbytes, file_order_checksum);
     }

@@ -61,7 +61,8 @@ struct SafetensorsFile {
   Metadata metadata;     // "__metadata__" without the verified "checksum"
 };
 
-// Reads and validates a safetensors file (F32, F64, I64 and BF16 tensors).
+// Reads and validates a safetensors file (F32, F64, I64 and BF16 tensors; F16 tensors, which other
+// writers save, are widened to F32 exactly).
 SafetensorsFile load_safetensors(const std::string& path);
 // The same reader over bytes already in memory (`source` names them in errors): load_safetensors
 // differs only in where the bytes come from, so the fuzz target that calls this tests its checks.

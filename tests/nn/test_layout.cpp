@@ -42,6 +42,10 @@ TEST_CASE("state_layout lists exactly the names and shapes of the built model's 
   TransformerConfig mqa = gqa;
   mqa.kv_heads = 1, mqa.layers = 3, mqa.norm = NormPlacement::pre;
   configs.push_back(mqa);
+  TransformerConfig gpt2 = pre;
+  gpt2.position = PositionKind::learned, gpt2.activation = Activation::gelu_tanh,
+  gpt2.embedding_scale = EmbeddingScale::none;
+  configs.push_back(gpt2);
   for (const TransformerConfig& config : configs) {
     INFO(config.to_json());
     const TransformerLM model(config);
@@ -55,9 +59,10 @@ TEST_CASE("state_layout lists exactly the names and shapes of the built model's 
     }
     CHECK(parameter_count(config) == model.num_parameters());
     // RoPE's cos and sin tables are private to the attention: their shape is (max_seq_len,
-    // d_head / 2) each (nn/rotary.h).
-    const std::int64_t table =
-        model.positions ? model.positions->table.numel() : config.max_seq_len * config.d_head();
+    // d_head / 2) each (nn/rotary.h). Learned positions are a parameter, counted there.
+    const std::int64_t table = model.positions            ? model.positions->table.numel()
+                               : model.position_embedding ? 0
+                                                          : config.max_seq_len * config.d_head();
     CHECK(position_table_count(config) == table);
     CHECK(model_bytes(config) == 4 * (model.num_parameters() + table));
     CHECK(model_bytes(config, 3) == 4 * (4 * model.num_parameters() + table));

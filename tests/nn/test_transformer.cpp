@@ -134,6 +134,44 @@ TEST_CASE("a whole 2-layer TransformerLM passes a gradient check (eval mode)", "
   }
 }
 
+TEST_CASE("GPT-2's form passes a gradient check: learned positions, no embedding scale, tanh GELU",
+          "[nn][gradcheck]") {
+  manual_seed(8);
+  TransformerConfig config = tiny(2, 1, PositionKind::learned, NormPlacement::pre);
+  config.embedding_scale = EmbeddingScale::none;
+  config.activation = Activation::gelu_tanh;
+  TransformerLM model(config);
+  REQUIRE(model.position_embedding);
+  model.to(DType::f64);
+  model.eval();
+  gradcheck_module(
+      model, [&](const Tensor& ids) { return model.forward(ids); }, random_ids({2, 6}, 13, 9));
+}
+
+TEST_CASE("learned positions add their table's rows, the embedding scale is sqrt(d) or 1", "[nn]") {
+  manual_seed(3);
+  TransformerConfig config = tiny(1, 1, PositionKind::learned, NormPlacement::pre);
+  config.embedding_scale = EmbeddingScale::none;
+  TransformerLM model(config);
+  model.eval();
+  const Tensor ids = random_ids({1, 4}, 13, 2);
+  // Through the KV cache the rows P[past..past+T) are added: the cached run equals the full one.
+  std::vector<KVCache> caches = model.new_caches();
+  const Tensor full = model.forward(ids);
+  model.forward(ids.narrow(1, 0, 2), &caches);
+  const Tensor tail = model.forward(ids.narrow(1, 2, 2), &caches);
+  const NearResult same = compare(tail, full.narrow(1, 2, 2), 1e-5, 1e-6);
+  CHECK(same.ok);
+  TransformerConfig scaled = config;
+  scaled.embedding_scale = EmbeddingScale::sqrt_d;
+  CHECK(TransformerConfig::from_json(scaled.to_json()).embedding_scale == EmbeddingScale::sqrt_d);
+  CHECK(TransformerConfig::from_json(config.to_json()).embedding_scale == EmbeddingScale::none);
+  // A config written before the field existed (no "embedding_scale" key) keeps sqrt_d, and a
+  // default config's JSON does not name it, so old files stay byte for byte the same.
+  CHECK(scaled.to_json().find("embedding_scale") == std::string::npos);
+  CHECK(config.to_json().find("\"embedding_scale\":\"none\"") != std::string::npos);
+}
+
 TEST_CASE("fused attention equals the per-head formula", "[nn][attention]") {
   struct Case {
     std::int64_t heads, kv;
