@@ -9,9 +9,9 @@
 //       --tokens 50 --temperature 0.8 --top-p 0.95 --seed 1      (one command line)
 //
 // A model with learned absolute positions (GPT-2's wpe) has no position past max_seq_len, so the
-// sequence (prompt and new tokens) stops there, as transformers' generate stops at n_positions;
-// models whose positions extend (sinusoidal, rotary) keep sampling with a window of the last
-// max_seq_len tokens.
+// sequence (prompt and new tokens) stops there rather than sliding a window whose positions
+// restart mid-text. Models whose positions extend (sinusoidal, rotary) keep sampling with a window
+// of the last max_seq_len tokens.
 //
 // The same seed gives the same text on every machine (kiln's Philox generator, see
 // lm/sampling.h). --bench also times the uncached path, which re-runs the whole
