@@ -8,6 +8,11 @@
 //   build/apps/generate --checkpoint runs/lm.safetensors --prompt "the meaning of"
 //       --tokens 50 --temperature 0.8 --top-p 0.95 --seed 1      (one command line)
 //
+// A model with learned absolute positions (GPT-2's wpe) has no position past max_seq_len, so the
+// sequence (prompt and new tokens) stops there rather than sliding a window whose positions
+// restart mid-text. Models whose positions extend (sinusoidal, rotary) keep sampling with a window
+// of the last max_seq_len tokens.
+//
 // The same seed gives the same text on every machine (kiln's Philox generator, see
 // lm/sampling.h). --bench also times the uncached path, which re-runs the whole
 // context for every token, and reports both speeds.
@@ -88,11 +93,11 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // Times generating n tokens from the prompt in one mode, with the generator seeded afresh.
 std::pair<std::vector<std::int64_t>, double> timed_generation(
     const nn::TransformerLM& model, lm::DecodeMode mode, const std::vector<std::int64_t>& prompt,
-    const Flags& flags) {
+    std::int64_t n, const Flags& flags) {
   lm::Decoder decoder(model, mode);
   kiln::Generator gen(flags.seed);
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::int64_t> tokens = decoder.generate(prompt, flags.tokens, flags.sampling, gen);
+  std::vector<std::int64_t> tokens = decoder.generate(prompt, n, flags.sampling, gen);
   return {std::move(tokens), seconds_since(start)};
 }
 
@@ -132,6 +137,11 @@ void run(const Flags& flags, bool sampling_flags_given) {
   if (static_cast<std::int64_t>(prompt.size()) > max_len)
     note(fmt::format("warning: the prompt has {} tokens; keeping the last {} (max_seq_len)",
                      prompt.size(), max_len));
+  // Learned positions end at max_seq_len: only the tokens that fit beside the prompt's kept ones.
+  const std::int64_t kept =
+      std::min<std::int64_t>(static_cast<std::int64_t>(prompt.size()), max_len);
+  const bool positions_end = ckpt.config.position == nn::PositionKind::learned;
+  const std::int64_t count = positions_end ? std::min(flags.tokens, max_len - kept) : flags.tokens;
 
   const lm::DecodeMode mode = flags.no_cache ? lm::DecodeMode::uncached : lm::DecodeMode::cached;
   lm::Decoder decoder(*model, mode);
@@ -148,7 +158,7 @@ void run(const Flags& flags, bool sampling_flags_given) {
       std::max<std::int64_t>(0, static_cast<std::int64_t>(prompt.size()) - max_len);
   bool window_noted = false;
   const auto start = std::chrono::steady_clock::now();
-  decoder.generate(prompt, flags.tokens, flags.sampling, gen, [&](std::int64_t token) {
+  decoder.generate(prompt, count, flags.sampling, gen, [&](std::int64_t token) {
     print_token(token);
     if (!window_noted && decoder.dropped() > prompt_dropped) {
       window_noted = true;
@@ -159,20 +169,27 @@ void run(const Flags& flags, bool sampling_flags_given) {
     }
   });
   if (words) printer.finish();
-  if (flags.tokens == 0) return;
+  if (count < flags.tokens)
+    note(
+        fmt::format("stopped after {} of {} tokens: with the {}-token prompt they fill the "
+                    "model's {} learned positions (max_seq_len, GPT-2's n_positions), which do "
+                    "not extend past it",
+                    count, flags.tokens, kept, max_len));
+  if (count == 0) return;
   const double elapsed = seconds_since(start);
   note(fmt::format("{} tokens in {:.3f} s ({:.1f} tokens/s, {}) after a {}-token prompt, on {}",
-                   flags.tokens, elapsed, flags.tokens / elapsed,
-                   flags.no_cache ? "no cache" : "KV cache", prompt.size(), flags.device));
+                   count, elapsed, count / elapsed, flags.no_cache ? "no cache" : "KV cache",
+                   prompt.size(), flags.device));
 
   if (flags.bench) {
-    const auto [cached, cached_s] = timed_generation(*model, lm::DecodeMode::cached, prompt, flags);
+    const auto [cached, cached_s] =
+        timed_generation(*model, lm::DecodeMode::cached, prompt, count, flags);
     const auto [uncached, uncached_s] =
-        timed_generation(*model, lm::DecodeMode::uncached, prompt, flags);
+        timed_generation(*model, lm::DecodeMode::uncached, prompt, count, flags);
     note(
         fmt::format("bench: {} tokens after a {}-token prompt: KV cache {:.1f} tokens/s, "
                     "no cache {:.1f} tokens/s ({:.1f}x); same tokens: {}",
-                    flags.tokens, prompt.size(), flags.tokens / cached_s, flags.tokens / uncached_s,
+                    count, prompt.size(), count / cached_s, count / uncached_s,
                     uncached_s / cached_s, cached == uncached ? "yes" : "NO"));
   }
 }
@@ -192,7 +209,10 @@ int main(int argc, char** argv) {
                  "the text to continue (a word-level model: words separated by spaces, unknown "
                  "ones become <unk>); an empty prompt starts a new line")
       ->required();
-  add_number_flag(app, "--tokens", flags.tokens, "how many tokens to generate", {.min = 0})
+  add_number_flag(app, "--tokens", flags.tokens,
+                  "how many tokens to generate (a model with learned positions stops when the "
+                  "sequence fills max_seq_len)",
+                  {.min = 0})
       ->required();
   add_number_flag(app, "--temperature", flags.sampling.temperature,
                   "divides the logits: below 1 sharpens the distribution, above 1 flattens it "

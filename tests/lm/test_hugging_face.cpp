@@ -12,6 +12,7 @@
 #include "core/kiln.h"
 #include "data/char_tokenizer.h"
 #include "data/corpus.h"
+#include "data/word_tokenizer.h"
 #include "lm/decoder.h"
 #include "lm/hugging_face.h"
 #include "tests/harness/near.h"
@@ -276,4 +277,7 @@ TEST_CASE("kiln-export --format hf refuses what GPT-2 cannot express, with the r
   lm::TransformerCheckpoint chars = ckpt;
   chars.tokenizer = std::make_shared<CharTokenizer>(std::vector<char32_t>{U'\u00e9'});
   refused(chars, "tokenizer is char-level; GPT-2's is byte-level BPE");
+  lm::TransformerCheckpoint words = ckpt;
+  words.tokenizer = std::make_shared<WordTokenizer>(Vocabulary({"the", "cat", "<eos>"}));
+  refused(words, "tokenizer is word-level; GPT-2's is byte-level BPE");
 }
