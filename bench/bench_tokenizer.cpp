@@ -1,5 +1,6 @@
 // bench_tokenizer: byte-level BPE speed. Encodes a text repeated to at least --mb megabytes with
-// a tokenizer.json on --threads threads (best of --repeats runs) and prints MB/s; with
+// a tokenizer.json on --threads threads (best of --repeats runs) and prints MB/s, after the time
+// to load the tokenizer.json and hash it (what every program does at start-up); with
 // --train-vocab N, times learning a vocabulary of N tokens from the text itself (not repeated).
 // bench/tokenizers_encode.py does the same encoding with Hugging Face tokenizers;
 // bench/compare_tokenizers.sh runs both.
@@ -59,7 +60,11 @@ int main(int argc, char** argv) {
           trainer.distinct_pieces(), threads, total, counted, total - counted);
       return 0;
     }
+    const auto load_start = std::chrono::steady_clock::now();
     const std::unique_ptr<Tokenizer> tokenizer = read_tokenizer(tokenizer_path);
+    const std::uint64_t hash = tokenizer->hash();
+    fmt::print("kiln load: {} ({} tokens, hash {:016x}) read and hashed in {:.3f} s\n",
+               tokenizer_path, tokenizer->vocab_size(), hash, seconds_since(load_start));
     std::string big;
     while (static_cast<double>(big.size()) < mb * 1e6) big += text;
     double best = 1e300;
