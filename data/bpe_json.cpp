@@ -82,7 +82,9 @@ BpeTokenizer bpe_tokenizer_from_json(const json& j, std::string_view source) {
   KILN_CHECK(model_it != j.end() && model_it->is_object(), "tokenizer {}: no \"model\" object",
              source);
   const json& model = *model_it;
-  KILN_CHECK(model.value("type", "") == "BPE",
+  const auto type_it = model.find("type");
+  KILN_CHECK(type_it != model.end() && type_it->is_string() &&
+                 type_it->get_ref<const std::string&>() == "BPE",
              "tokenizer {}: model type {} is not \"BPE\"; kiln reads byte-level BPE", source,
              model.contains("type") ? model["type"].dump() : "(none)");
   KILN_CHECK(null_or_absent(j, "normalizer"),

@@ -401,6 +401,11 @@ TEST_CASE("errors/tokenizer: bad tokenizer.json files are refused, naming what i
   const auto refuse = [](const nlohmann::json& j) {
     return error_message([&] { BpeTokenizer::from_json(j.dump(), "bad.json"); });
   };
+  SECTION("a model type that is not a string (fuzz_tokenizer_json found it uncaught)") {
+    nlohmann::json j = good;
+    j["model"]["type"] = nlohmann::json::object();
+    CHECK_THAT(refuse(j), Contains("model type {}") && Contains("is not \"BPE\""));
+  }
   SECTION("a merge that names an unknown token") {
     nlohmann::json j = good;
     j["model"]["merges"][5] = std::vector<std::string>{"Ġth", "zzzq"};
