@@ -42,7 +42,8 @@ void check_byte_level(const json& j, const char* role, bool may_be_null, std::st
                role);
     return;
   }
-  KILN_CHECK(it->is_object() && it->value("type", "") == "ByteLevel",
+  const auto type_it = it->is_object() ? it->find("type") : it->end();
+  KILN_CHECK(type_it != it->end() && *type_it == "ByteLevel",
              "tokenizer {}: {} {} is not supported; kiln reads byte-level BPE, with ByteLevel "
              "(as GPT-2's tokenizer.json)",
              source, role, it->dump().substr(0, 200));
@@ -82,9 +83,9 @@ BpeTokenizer bpe_tokenizer_from_json(const json& j, std::string_view source) {
   KILN_CHECK(model_it != j.end() && model_it->is_object(), "tokenizer {}: no \"model\" object",
              source);
   const json& model = *model_it;
+  // Compared as JSON: a type that is not a string (an object, say) is unequal, never a throw.
   const auto type_it = model.find("type");
-  KILN_CHECK(type_it != model.end() && type_it->is_string() &&
-                 type_it->get_ref<const std::string&>() == "BPE",
+  KILN_CHECK(type_it != model.end() && *type_it == "BPE",
              "tokenizer {}: model type {} is not \"BPE\"; kiln reads byte-level BPE", source,
              model.contains("type") ? model["type"].dump() : "(none)");
   KILN_CHECK(null_or_absent(j, "normalizer"),

@@ -405,6 +405,9 @@ TEST_CASE("errors/tokenizer: bad tokenizer.json files are refused, naming what i
     nlohmann::json j = good;
     j["model"]["type"] = nlohmann::json::object();
     CHECK_THAT(refuse(j), Contains("model type {}") && Contains("is not \"BPE\""));
+    j = good;
+    j["decoder"]["type"] = nlohmann::json::array();
+    CHECK_THAT(refuse(j), Contains("decoder") && Contains("is not supported"));
   }
   SECTION("a merge that names an unknown token") {
     nlohmann::json j = good;
