@@ -69,8 +69,9 @@ WordTokenizer word_tokenizer_from_json(const nlohmann::json& j, std::string_view
              "tokenizer {}: word tokenizer version {} is not the 1 this kiln reads", source,
              version == j.end() ? "(none)" : version->dump());
   const auto words = j.find("words");
-  KILN_CHECK(words != j.end() && words->is_array(),
-             "tokenizer {}: a word tokenizer needs \"words\", an array of strings", source);
+  KILN_CHECK(words != j.end() && words->is_array() && !words->empty(),
+             "tokenizer {}: a word tokenizer needs \"words\", a non-empty array of strings",
+             source);
   std::vector<std::string> list;
   for (const auto& w : *words) {
     KILN_CHECK(w.is_string(), "tokenizer {}: word {} is not a string", source, w.dump());

@@ -405,6 +405,10 @@ TEST_CASE("errors/tokenizer: bad tokenizer.json files are refused, naming what i
     nlohmann::json j = good;
     j["model"]["type"] = nlohmann::json::object();
     CHECK_THAT(refuse(j), Contains("model type {}") && Contains("is not \"BPE\""));
+    CHECK_THAT(error_message([] {
+                 tokenizer_from_json(R"({"kiln_tokenizer":"word","version":1,"words":[]})", "w");
+               }),
+               Contains("non-empty array"));  // found by fuzz_tokenizer_json: 0 tokens accepted
     j = good;
     j["decoder"]["type"] = nlohmann::json::array();
     CHECK_THAT(refuse(j), Contains("decoder") && Contains("is not supported"));
