@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
                  "the training text (a file or folder), with --valid and --test");
   app.add_option("--valid", o.valid, "the validation text, with --train and --test");
   app.add_option("--test", o.test, "the test text, with --train and --valid");
-  app.add_option("--out", o.out, "the dataset folder (created, or replaced whole once the new one is complete)")
+  app.add_option("--out", o.out,
+                 "the dataset folder (created, or replaced whole once the new one is complete)")
       ->required();
   app.add_option("--tokenizer", o.tokenizer,
                  "bpe (GPT-2's byte-level BPE, trained on the training text), char (UTF-8 code "
