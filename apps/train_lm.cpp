@@ -155,6 +155,7 @@ int train(int argc, char** argv) {
     model = lm::load_model(with_dropout, device);
   } else {
     model = make_model(o, data->tokenizer().vocab_size(), device);
+    order_by_frequency(*model, *data);
   }
   const auto optimizer = make_optimizer(*model, o);
   lm::TrainerOptions options = trainer_options(o, device, threads);

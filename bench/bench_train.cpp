@@ -1,9 +1,10 @@
 // bench_train: tokens/s of complete training steps (forward, backward, gradient clipping, Adam)
-// for the default model, large-cpu, gpt2-small and tiny (a smoke test), on random token ids (the
-// speed does not depend on the data), on the CPU or a CUDA device (--device cuda). A step is the
-// trainer's: the loss, the norm and the clip stay on the device (step_guard_), so on a GPU the
-// host waits only at the end of each timed window, when it reads the loss; tokens/s is then the
-// device's rate. On CUDA it also prints the peak device memory of tensors and the MFU (llm.c's
+// for the default model, large-cpu, gpt2-small and tiny (a smoke test), on random token ids drawn
+// with word frequencies (Zipf's law; the full softmax's speed does not depend on them, the adaptive
+// softmax's does: --adaptive-softmax 2000,10000), on the CPU or a CUDA device (--device cuda). A
+// step is the trainer's: the loss, the norm and the clip stay on the device (step_guard_), so on a
+// GPU the host waits only at the end of each timed window, when it reads the loss; tokens/s is then
+// the device's rate. On CUDA it also prints the peak device memory of tensors and the MFU (llm.c's
 // 6·N + 6·L·T·d FLOPs per token over the GPU's dense bf16 peak: bench/mfu.h). Prints the median
 // over several windows after a warm-up, the model arithmetic rate, the peak resident memory, the
 // peak bytes of live tensors and the bytes the forward keeps alive for the backward (activations,
@@ -27,6 +28,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,14 +85,43 @@ BenchConfig config_named(const std::string& name) {
   return c;
 }
 
+// The share of tokens of each rank: Zipf's law, p(r) proportional to 1 / (r + 1), as word
+// frequencies follow it (over 33,278 ranks the 2,000 most frequent take 74% of the tokens and the
+// 10,000 most frequent 89%; WikiText-2's training text: 77% and 93%).
+std::vector<double> zipf_shares(std::int64_t vocab) {
+  std::vector<double> p(static_cast<std::size_t>(vocab));
+  double total = 0;
+  for (std::int64_t r = 0; r < vocab; ++r) total += p[r] = 1.0 / static_cast<double>(r + 1);
+  for (double& x : p) x /= total;
+  return p;
+}
+
+// The LM head's forward multiply-adds per token: d V for the full softmax; for the adaptive
+// softmax d (c_0 + n) for the head plus, for a token of cluster i (its share of tokens under
+// `shares`), d_i (d + s_i) (core/ops/adaptive_softmax.h).
+double head_macs_per_token(const nn::TransformerConfig& m, const std::vector<double>& shares) {
+  const double d = static_cast<double>(m.d_model);
+  if (!m.adaptive()) return d * static_cast<double>(m.vocab);
+  const std::vector<std::int64_t>& cut = m.adaptive_cutoffs;
+  double macs = d * static_cast<double>(cut[0] + static_cast<std::int64_t>(cut.size()));
+  for (std::size_t i = 0; i < cut.size(); ++i) {
+    const std::int64_t end = i + 1 < cut.size() ? cut[i + 1] : m.vocab;
+    double share = 0;
+    for (std::int64_t r = cut[i]; r < end; ++r) share += shares[r];
+    macs +=
+        share * static_cast<double>(m.adaptive_width(i)) * (d + static_cast<double>(end - cut[i]));
+  }
+  return macs;
+}
+
 // Forward multiply-adds per token x 2, as PyTorch computes them (full T x T attention);
 // a training step costs three times the forward.
-double train_flops_per_token(const BenchConfig& c) {
+double train_flops_per_token(const BenchConfig& c, const std::vector<double>& shares) {
   const auto& m = c.model;
   const double d = static_cast<double>(m.d_model), dh = static_cast<double>(m.d_head());
   const double qkv = 2 * d * (m.heads + 2 * m.kv()) * dh, out = 2 * d * d;
   const double ffn = 4 * d * m.ff, attention = 4 * static_cast<double>(c.seq_len) * d;
-  const double head = 2 * d * m.vocab;
+  const double head = 2 * head_macs_per_token(m, shares);
   return 3 * (m.layers * (qkv + out + ffn + attention) + head);
 }
 
@@ -132,12 +163,27 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_name, "cpu or cuda (cuda:N)")->capture_default_str();
   std::int64_t batch_override = 0;
   app.add_option("--batch", batch_override, "batch size (0: the config's)")->capture_default_str();
+  std::string cutoffs = "none", ids_kind = "zipf";
+  double adaptive_div = 4.0;
+  app.add_option("--adaptive-softmax", cutoffs, "adaptive softmax cutoffs, e.g. 2000,10000")
+      ->capture_default_str();
+  app.add_option("--adaptive-div", adaptive_div, "adaptive softmax: cluster width divisor")
+      ->capture_default_str();
+  bool adaptive_input = false;
+  app.add_flag("--adaptive-input", adaptive_input, "adaptive input sharing the clusters");
+  app.add_option("--ids", ids_kind,
+                 "token ids: zipf (word frequencies, rank = id) or uniform over the vocabulary")
+      ->check(CLI::IsMember({"zipf", "uniform"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(threads);
     const Precision precision = parse_precision(precision_name);
     BenchConfig c = config_named(config_name);
     if (batch_override > 0) c.batch = batch_override;
+    c.model.adaptive_cutoffs = nn::parse_cutoffs(cutoffs);
+    c.model.adaptive_div = adaptive_div;
+    if (adaptive_input) c.model.input = nn::InputKind::adaptive;
     const Device device = Device::parse(device_name);
     KILN_CHECK(!(cpu_time && device.is_cuda()),
                "--cpu-time is for the CPU; leave it out with "
@@ -149,7 +195,11 @@ int main(int argc, char** argv) {
     model.train();
     Adam optimizer(model.named_parameters(), {.lr = 1e-3});
     const Tensor ledger = step_ledger(device);
-    const double flops = train_flops_per_token(c);
+    // Ids are ranks (the order stays the identity): id r has Zipf's share of the tokens.
+    const std::vector<double> shares =
+        ids_kind == "zipf" ? zipf_shares(c.model.vocab)
+                           : std::vector<double>(c.model.vocab, 1.0 / c.model.vocab);
+    const double flops = train_flops_per_token(c, shares);
     const double llmc_flops = bench::llmc_flops_per_token(model.num_parameters(), c.model.layers,
                                                           c.seq_len, c.model.d_model);
     std::string gpu_name;
@@ -162,21 +212,30 @@ int main(int argc, char** argv) {
           peak_tflops ? fmt::format("{:.0f} TFLOP/s", *peak_tflops).c_str() : "unknown (MFU n/a)");
     }
     std::printf(
-        "config %s: d_model %lld heads %lld layers %lld ff %lld T %lld B %lld | %lld "
-        "parameters | %.1f MFLOP per token\n",
+        "config %s: d_model %lld heads %lld layers %lld ff %lld T %lld B %lld | head %s | ids "
+        "%s | %lld parameters | %.1f MFLOP per token (head %.2f M multiply-adds)\n",
         config_name.c_str(), static_cast<long long>(c.model.d_model),
         static_cast<long long>(c.model.heads), static_cast<long long>(c.model.layers),
         static_cast<long long>(c.model.ff), static_cast<long long>(c.seq_len),
-        static_cast<long long>(c.batch), static_cast<long long>(model.num_parameters()),
-        flops * 1e-6);
+        static_cast<long long>(c.batch),
+        c.model.adaptive()
+            ? fmt::format("adaptive {} div {} input {}", nn::cutoffs_text(c.model.adaptive_cutoffs),
+                          c.model.adaptive_div, nn::name_of(c.model.input))
+                  .c_str()
+            : "full softmax",
+        ids_kind.c_str(), static_cast<long long>(model.num_parameters()), flops * 1e-6,
+        head_macs_per_token(c.model, shares) * 1e-6);
 
     Generator data(2);
+    std::vector<double> cumulative(shares.size());
+    std::partial_sum(shares.begin(), shares.end(), cumulative.begin());
     auto random_ids = [&] {
       const std::vector<float> u = rand({c.batch, c.seq_len}, {}, &data).to_vector<float>();
       std::vector<std::int64_t> ids(u.size());
-      for (std::size_t i = 0; i < u.size(); ++i)
-        ids[i] = std::min<std::int64_t>(static_cast<std::int64_t>(u[i] * c.model.vocab),
-                                        c.model.vocab - 1);
+      for (std::size_t i = 0; i < u.size(); ++i) {
+        const auto at = std::lower_bound(cumulative.begin(), cumulative.end(), u[i]);
+        ids[i] = std::min<std::int64_t>(at - cumulative.begin(), c.model.vocab - 1);
+      }
       return from_vector(ids, {c.batch, c.seq_len}, device);
     };
     double last_loss = 0.0;

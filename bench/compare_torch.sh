@@ -16,6 +16,12 @@
 #   bench/compare_torch.sh [--rounds N] [--threads N] [--configs "default large-cpu"]
 #                          [--torch "ref pypi"] [--precisions "f32 bf16"]
 #
+# Configs (model flags both programs accept): default (train_lm's default model, d 256, 2 layers,
+# T 64, B 32; 100 steps), large-cpu (d 512, 8 heads, 4 layers, ff 2048, T 128, B 16; 40 steps) and
+# adaptive (default's flags plus --adaptive-softmax 2000,10000 --adaptive-div 4: the adaptive
+# softmax over frequency ranks, its shortlist tied to the embedding; 100 steps), which only runs
+# when named: --configs adaptive.
+#
 # Nothing else may run on the machine meanwhile: two programs spinning OpenMP threads on the same
 # cores slow each other down several times over.
 set -euo pipefail
@@ -53,10 +59,11 @@ config_flags() {
   case $1 in
     default) echo "--d-model 256 --heads 4 --layers 2 --ff 1024 --seq-len 64 --batch-size 32" ;;
     large-cpu) echo "--d-model 512 --heads 8 --layers 4 --ff 2048 --seq-len 128 --batch-size 16" ;;
+    adaptive) echo "$(config_flags default) --adaptive-softmax 2000,10000 --adaptive-div 4" ;;
     *) echo "compare_torch: unknown config $1" >&2; exit 2 ;;
   esac
 }
-config_steps() { case $1 in default) echo 100 ;; large-cpu) echo 40 ;; esac; }
+config_steps() { case $1 in default | adaptive) echo 100 ;; large-cpu) echo 40 ;; esac; }
 # Tokens per step: --batch-size times --seq-len among a config's flags.
 tokens_per_step() {
   echo "$1" | awk '{ for (i = 1; i < NF; i++) { if ($i == "--batch-size") b = $(i + 1)

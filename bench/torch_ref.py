@@ -27,6 +27,32 @@ evaluates a kiln checkpoint with it. The recipe:
   eval     (--eval) valid and test: batch 10, non-overlapping windows of T, every target counted
            (the last window may be shorter), perplexity = exp(summed loss / targets)
 
+The adaptive softmax (Grave et al. 2017), train_lm's flags of the same names:
+  --adaptive-softmax c_0,...,c_{n-1}   (e.g. 2000,10000: increasing, above 0, below the vocabulary)
+           replaces the full softmax by nn.AdaptiveLogSoftmaxWithLoss(d, vocab, cutoffs,
+           div_value=--adaptive-div (4), head_bias=False) over frequency ranks: order[r] is the id
+           of rank r, the ids sorted by their count in train's token stream (the whole split, as
+           read) descending, ties by ascending id; the vocabulary and the ids keep their order, the
+           output maps targets to ranks. Head logits X H^T, H = [E[order[:c_0]]; C]: the shortlist
+           rows ARE the embedding's rows of the c_0 most frequent words (tied), C (n, d) one row per
+           cluster; cluster i (ranks [c_i, c_{i+1}), c_n = vocab) has logits (X P_i^T) W_i^T, P_i
+           (d_i, d), W_i (s_i, d_i), d_i = int(d // div^(i+1)), no biases; log p(r) =
+           log_softmax(head)_r for r < c_0, else log_softmax(head)_{c_0+i} +
+           log_softmax(cluster i)_{r-c_i}, the log-softmaxes in float32 (bf16 logits too). The
+           loss is the module's: the mean over every target of -log p, each cluster computed only
+           for the rows whose target is in it; evaluation the same, an exact normalized
+           distribution. The tail words' input rows of E stay E's, untied from W_i. Init: C, P_i,
+           W_i as nn.Linear(d, n), nn.Linear(d, d_i), nn.Linear(d_i, s_i) (no bias), made after
+           the blocks in that order (C, P_0, W_0, P_1, ...).
+  --input adaptive (adaptive input, Baevski & Auli 2019, tied; needs --adaptive-softmax): no
+           (vocab, d) embedding; the input vector of a word of rank r is S[r] for r < c_0, S (c_0, d)
+           a parameter U(-0.1, 0.1) that is also the head's shortlist rows, and W_i[r - c_i] P_i in
+           cluster i, the output cluster's very tensors; then * sqrt(d) + PE as above.
+  The model line then reads "adaptive=2000,10000 div=4.0 input=embedding|adaptive" and splits
+  the parameters into the embedding (E, or S and every P_i, W_i with adaptive input: the input's
+  tensors, shared with the output where tied), the adaptive softmax beyond it (C, and the P_i,
+  W_i without adaptive input) and non-embedding (the rest).
+
 Options beyond the recipe: --precision bf16 runs the forward and the loss under
 torch.autocast(dtype=torch.bfloat16), as PyTorch users train in bf16; --sdpa computes attention
 with F.scaled_dot_product_attention(is_causal=True) instead of materialising the (T, T) scores
@@ -36,6 +62,8 @@ PyTorch cannot; --norm pre and --activation gelu follow train_lm's flags of the 
 What it prints (bench/compare_torch.sh and scripts/gpu_check.sh read these lines):
   torch <version> | python <version> | threads N | device D | blas ... | precision ... | ...
   model: d=256 h=4 L=2 ff=1024 T=64 B=32 dropout=0.1 ... | parameters 10,098,688 (...)
+         (--adaptive-softmax 2000,10000: ... | parameters 11,004,128 (embedding 8,519,168, adaptive
+         softmax beyond it 905,440, non-embedding 1,579,520))
   step     50 | epoch 1 |   12.3s | loss 7.1234 | ppl 1240.10 | last 7.0021 |   3012.4 tok/s
   RESULT train_tokens_per_sec 3012.4 | measured steps 95 (...) | excluded warm-up steps 5
   RESULT steps 100 | epochs 1 (last partial) | train tokens 204800 | train wall 70.1s | final loss ...
@@ -175,36 +203,152 @@ class Block(nn.Module):
         return x + self.drop2(self.ff2(self.act(self.ff1(self.ln2(x)))))
 
 
-class TransformerLM(nn.Module):
-    """ids (B, T) -> logits (B, T, vocab), the output tied to the embedding."""
+def frequency_order(stream, vocab):
+    """order[r]: the id of rank r, ids by their count in `stream` descending, ties by ascending id."""
+    counts = torch.bincount(stream, minlength=vocab).tolist()
+    return torch.tensor(sorted(range(vocab), key=lambda i: (-counts[i], i)), dtype=torch.int64)
 
-    def __init__(self, ntoken, d, heads, layers, ff, p, norm="post", activation="relu", sdpa=False):
+
+def log_softmax_f32(logits):
+    """log_softmax over the last dimension, bf16 (autocast) logits taken in float32."""
+    low = logits.dtype in (torch.bfloat16, torch.float16)
+    return F.log_softmax(logits.float() if low else logits, dim=-1)
+
+
+class AdaptiveSoftmax(nn.Module):
+    """nn.AdaptiveLogSoftmaxWithLoss(d, vocab, cutoffs, div_value=div, head_bias=False) over
+    frequency ranks, its head's shortlist rows tied. head.weight is cat(shortlist, cluster_logits):
+    the shortlist is the embedding's rows of the c_0 most frequent words (passed in as `shortlist`),
+    or with adaptive input this module's own (c_0, d) parameter, which the input shares; tail[i]
+    is Sequential(P_i: Linear(d, d_i), W_i: Linear(d_i, s_i)), no biases, as PyTorch's module
+    names them. Targets and ids are vocabulary ids, mapped to ranks here."""
+
+    def __init__(self, d, vocab, cutoffs, div, order, adaptive_input=False):
+        super().__init__()
+        self.cutoffs = list(cutoffs) + [vocab]
+        self.shortlist_size, self.clusters = self.cutoffs[0], len(cutoffs)
+        self.register_buffer("order", order.clone(), persistent=False)  # rank -> id
+        rank = torch.empty_like(order)
+        rank[order] = torch.arange(vocab, dtype=order.dtype)
+        self.register_buffer("rank", rank, persistent=False)  # id -> rank
+        # Constructed in this order so that a seed gives the same initial weights every time.
+        self.cluster_logits = nn.Linear(d, self.clusters, bias=False)
+        self.tail = nn.ModuleList()
+        for i in range(self.clusters):
+            d_i = int(d // div ** (i + 1))
+            if d_i < 1:
+                sys.exit(f"torch_ref: cluster {i} of the adaptive softmax has width d_model // "
+                         f"div^{i + 1} = 0 (d_model {d}, div {div})")
+            self.tail.append(nn.Sequential(nn.Linear(d, d_i, bias=False),
+                                           nn.Linear(d_i, self.cutoffs[i + 1] - self.cutoffs[i], bias=False)))
+        self.shortlist = None
+        if adaptive_input:
+            self.shortlist = nn.Parameter(torch.empty(self.shortlist_size, d))
+            nn.init.uniform_(self.shortlist, -0.1, 0.1)
+
+    def head_weight(self, shortlist):  # (c_0 + n, d)
+        return torch.cat((shortlist, self.cluster_logits.weight))
+
+    def embed(self, ids):
+        """Adaptive input: ids (...) -> (..., d) float32, shortlist[r] for a rank r < c_0 and
+        W_i[r - c_i] P_i for a rank in cluster i (the output cluster's very tensors)."""
+        ranks = self.rank[ids].reshape(-1)
+        out = self.shortlist.new_zeros(ranks.numel(), self.shortlist.size(1))
+        for i in range(self.clusters + 1):
+            lo, hi = ([0] + self.cutoffs)[i], self.cutoffs[i]
+            rows = ((ranks >= lo) & (ranks < hi)).nonzero().squeeze(1)
+            if rows.numel() == 0:
+                continue
+            if i == 0:
+                vectors = F.embedding(ranks[rows], self.shortlist)
+            else:
+                proj, words = self.tail[i - 1]
+                vectors = F.embedding(ranks[rows] - lo, words.weight) @ proj.weight
+            out = out.index_copy(0, rows, vectors.to(out.dtype))
+        return out.view(*ids.shape, -1)
+
+    def nll(self, x, targets, shortlist):
+        """-log p(target), x (N, d), targets (N,) ids -> (N,) float32: AdaptiveLogSoftmaxWithLoss's
+        forward, the log-softmaxes in float32."""
+        ranks = self.rank[targets]
+        head = log_softmax_f32(F.linear(x, self.head_weight(shortlist)))
+        column = ranks.clone()  # of the head: the rank in the shortlist, else its cluster's logit
+        logp = head.new_zeros(ranks.numel())
+        for i in range(self.clusters):
+            lo, hi = self.cutoffs[i], self.cutoffs[i + 1]
+            rows = ((ranks >= lo) & (ranks < hi)).nonzero().squeeze(1)
+            if rows.numel() == 0:
+                continue
+            column[rows] = self.shortlist_size + i
+            local = log_softmax_f32(self.tail[i](x[rows]))
+            logp = logp.index_copy(0, rows, local.gather(1, (ranks[rows] - lo).unsqueeze(1)).squeeze(1))
+        return -(logp + head.gather(1, column.unsqueeze(1)).squeeze(1))
+
+    def log_prob(self, x, shortlist):
+        """log p of every word, x (N, d) -> (N, vocab) float32 in vocabulary id order."""
+        head = log_softmax_f32(F.linear(x, self.head_weight(shortlist)))
+        parts = [head[:, :self.shortlist_size]]
+        for i in range(self.clusters):
+            cluster = head[:, self.shortlist_size + i:self.shortlist_size + i + 1]
+            parts.append(cluster + log_softmax_f32(self.tail[i](x)))
+        return torch.cat(parts, dim=1)[:, self.rank]
+
+
+class TransformerLM(nn.Module):
+    """ids (B, T) -> logits (B, T, vocab), the output tied to the embedding; with `cutoffs` an
+    adaptive softmax over the ranks of `order` (frequency_order) instead, forward giving log p."""
+
+    def __init__(self, ntoken, d, heads, layers, ff, p, norm="post", activation="relu", sdpa=False,
+                 cutoffs=(), div=4.0, order=None, adaptive_input=False):
         super().__init__()
         self.d = d
-        self.emb = nn.Embedding(ntoken, d)
+        self.emb = None if adaptive_input else nn.Embedding(ntoken, d)
         self.pos = PositionalEncoding(d)
         self.drop = dropout_or_identity(p)
         self.blocks = nn.ModuleList(
             Block(d, heads, ff, p, norm, activation, sdpa) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d) if norm == "pre" else None
-        nn.init.uniform_(self.emb.weight, -0.1, 0.1)
+        if self.emb is not None:
+            nn.init.uniform_(self.emb.weight, -0.1, 0.1)
+        self.out = AdaptiveSoftmax(d, ntoken, cutoffs, div, order, adaptive_input) if cutoffs else None
         self._masks = {}
 
     def causal_mask(self, T):  # (T, T): 0 on and below the diagonal, -inf above
         mask = self._masks.get(T)
         if mask is None:
-            mask = torch.full((T, T), float("-inf"), device=self.emb.weight.device).triu(1)
+            mask = torch.full((T, T), float("-inf"), device=self.pos.pe.device).triu(1)
             self._masks[T] = mask
         return mask
 
-    def forward(self, ids):
-        x = self.drop(self.pos(self.emb(ids) * math.sqrt(self.d)))
+    def shortlist(self):  # the head's shortlist rows: the embedding's rows of the shortlist words
+        if self.out.shortlist is not None:
+            return self.out.shortlist
+        return self.emb.weight[self.out.order[:self.out.shortlist_size]]
+
+    def hidden(self, ids):  # (B, T) -> (B, T, d), the last block's output
+        e = self.emb(ids) if self.emb is not None else self.out.embed(ids)
+        x = self.drop(self.pos(e * math.sqrt(self.d)))
         mask = self.causal_mask(ids.size(1))
         for block in self.blocks:
             x = block(x, mask)
         if self.ln_f is not None:
             x = self.ln_f(x)
-        return F.linear(x, self.emb.weight)
+        return x
+
+    def forward(self, ids):
+        x = self.hidden(ids)
+        if self.out is None:
+            return F.linear(x, self.emb.weight)
+        return self.out.log_prob(x.reshape(-1, self.d), self.shortlist()).view(*ids.shape, -1)
+
+    def loss(self, ids, targets, reduction="mean"):
+        """Cross-entropy of the next-token targets (B, T): mean, or sum over every target."""
+        if self.out is None:
+            logits = self(ids)
+            return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
+                                   reduction=reduction)
+        nll = self.out.nll(self.hidden(ids).reshape(-1, self.d), targets.reshape(-1), self.shortlist())
+        return nll.mean() if reduction == "mean" else nll.sum()
 
 
 # -------------------------------------------------------------------------------- measurement
@@ -224,9 +368,7 @@ def evaluate(model, source, seq_len, device=None, precision="f32"):
     for row in range(0, source.size(0) - 1, seq_len):
         inputs, targets = get_batch(source, row, seq_len)
         with autocast(device, precision):
-            logits = model(inputs)
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
-                                   reduction="sum")
+            loss = model.loss(inputs, targets, reduction="sum")
         total += loss.item()
         count += targets.numel()
     model.train(was_training)
@@ -326,7 +468,27 @@ def parse_args(argv=None):
     ap.add_argument("--sdpa", action="store_true",
                     help="attention through F.scaled_dot_product_attention(is_causal=True) (PyTorch 2)")
     ap.add_argument("--fused-adam", action="store_true", help="torch.optim.Adam(fused=True) where available")
+    ap.add_argument("--adaptive-softmax", default="", metavar="CUTOFFS",
+                    help="adaptive softmax with these increasing cutoffs in frequency ranks, e.g. "
+                         "2000,10000 (default: none, the full tied softmax)")
+    ap.add_argument("--adaptive-div", type=float, default=4.0,
+                    help="cluster i of the adaptive softmax is d_model // div^(i+1) wide")
+    ap.add_argument("--input", choices=("embedding", "adaptive"), default="embedding",
+                    help="input layer: the embedding, or adaptive input sharing the adaptive "
+                         "softmax's shortlist and clusters (needs --adaptive-softmax)")
     args = ap.parse_args(argv)
+    args.adaptive_input = args.input == "adaptive"
+    try:
+        args.cutoffs = [int(c) for c in args.adaptive_softmax.split(",")] if args.adaptive_softmax else []
+    except ValueError:
+        ap.error(f"--adaptive-softmax: '{args.adaptive_softmax}' is not a comma-separated list of "
+                 "integers such as 2000,10000")
+    if any(b <= a for a, b in zip([0] + args.cutoffs, args.cutoffs)):
+        ap.error(f"--adaptive-softmax: cutoffs {args.adaptive_softmax} must increase from above 0")
+    if args.adaptive_div <= 0:
+        ap.error("--adaptive-div must be positive")
+    if args.adaptive_input and not args.cutoffs:
+        ap.error("--input adaptive needs --adaptive-softmax")
     if args.sdpa and not hasattr(F, "scaled_dot_product_attention"):
         ap.error(f"--sdpa needs PyTorch 2 (this is {torch.__version__}; bench/run_torch_pypi.sh has it)")
     return args
@@ -355,16 +517,35 @@ def main(argv=None):
     print(f"data: vocab {vocab} | train {corpus.train.numel()} valid {corpus.valid.numel()} "
           f"test {corpus.test.numel()} tokens | load {time.perf_counter() - start:.1f}s", flush=True)
     train_data = batchify(corpus.train, args.batch_size).to(device)
+    if args.cutoffs and args.cutoffs[-1] >= vocab:
+        sys.exit(f"torch_ref: --adaptive-softmax cutoffs {args.adaptive_softmax} must be below the "
+                 f"vocabulary size {vocab}")
 
     model = TransformerLM(vocab, args.d_model, args.heads, args.layers, args.ff, args.dropout,
-                          args.norm, args.activation, args.sdpa).to(device)
+                          args.norm, args.activation, args.sdpa, args.cutoffs, args.adaptive_div,
+                          frequency_order(corpus.train, vocab) if args.cutoffs else None,
+                          args.adaptive_input).to(device)
     params = sum(p.numel() for p in model.parameters())
-    embedding = model.emb.weight.numel()
     optimizer, adam_kind = make_adam(list(model.parameters()), args)
+    if model.out is None:
+        output = ""
+        embedding = model.emb.weight.numel()
+        parts = f"embedding {embedding:,}, non-embedding {params - embedding:,}"
+    else:
+        # The input's tensors (shared with the output where tied), the output's own, the rest.
+        tails = sum(p.numel() for p in model.out.tail.parameters())
+        clusters = model.out.cluster_logits.weight.numel()
+        if args.adaptive_input:
+            embedding, softmax_only = model.out.shortlist.numel() + tails, clusters
+        else:
+            embedding, softmax_only = model.emb.weight.numel(), clusters + tails
+        output = (f" adaptive={args.adaptive_softmax} div={args.adaptive_div} "
+                  f"input={'adaptive' if args.adaptive_input else 'embedding'}")
+        parts = (f"embedding {embedding:,}, adaptive softmax beyond it {softmax_only:,}, "
+                 f"non-embedding {params - embedding - softmax_only:,}")
     print(f"model: d={args.d_model} h={args.heads} L={args.layers} ff={args.ff} T={args.seq_len} "
-          f"B={args.batch_size} dropout={args.dropout} norm={args.norm} activation={args.activation} "
-          f"adam={adam_kind} | parameters {params:,} (embedding {embedding:,}, "
-          f"non-embedding {params - embedding:,})", flush=True)
+          f"B={args.batch_size} dropout={args.dropout} norm={args.norm} activation={args.activation}"
+          f"{output} adam={adam_kind} | parameters {params:,} ({parts})", flush=True)
 
     epochs = args.epochs or (1 if args.steps == 0 and args.time_budget == 0 else sys.maxsize)
     step, epoch, tokens = 0, 0, 0
@@ -379,8 +560,7 @@ def main(argv=None):
         for row in range(0, train_data.size(0) - 1, args.seq_len):
             inputs, targets = get_batch(train_data, row, args.seq_len)
             with autocast(device, args.precision):
-                logits = model(inputs)
-                loss = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
+                loss = model.loss(inputs, targets)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if args.clip > 0:

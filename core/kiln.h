@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/generator.h"
+#include "core/ops/adaptive_softmax.h"
 #include "core/ops/attention.h"
 #include "core/ops/cross_entropy.h"
 #include "core/ops/dropout.h"

@@ -275,24 +275,23 @@ std::vector<std::string_view> split_words(std::string_view text, std::string_vie
   return words;
 }
 
-std::string read_text_file(const std::filesystem::path& path) {
+std::string read_text_file(const std::filesystem::path& path, std::string_view what) {
   std::error_code ec;
   const std::filesystem::file_status status = reachable_status(path);
-  KILN_CHECK(std::filesystem::exists(status), "corpus: '{}' not found", path.string());
+  KILN_CHECK(std::filesystem::exists(status), "{}: '{}' not found", what, path.string());
   KILN_CHECK(std::filesystem::is_regular_file(status),
-             "corpus: '{}' is not a regular file; expected a UTF-8 text file", path.string());
+             "{}: '{}' is not a regular file; expected a UTF-8 text file", what, path.string());
   // Opened through the helper too: the path may have become a FIFO since the check above.
-  const FilePointer file = fopen_input_file(path.string(), "corpus");
+  const FilePointer file = fopen_input_file(path.string(), what);
   std::string bytes;
   if (const std::uintmax_t size = std::filesystem::file_size(path, ec); !ec) bytes.reserve(size);
   char chunk[1 << 16];
   std::size_t got;
   while ((got = std::fread(chunk, 1, sizeof chunk, file.get())) > 0) bytes.append(chunk, got);
-  KILN_CHECK(!std::ferror(file.get()), "corpus: cannot read '{}': {}", path.string(),
+  KILN_CHECK(!std::ferror(file.get()), "{}: cannot read '{}': {}", what, path.string(),
              std::strerror(errno));
-  KILN_CHECK(!bytes.empty(),
-             "corpus: '{}' is empty; expected UTF-8 text with one paragraph per line",
-             path.string());
+  KILN_CHECK(!bytes.empty(), "{}: '{}' is empty{}", what, path.string(),
+             what == "corpus" ? "; expected UTF-8 text with one paragraph per line" : "");
   return bytes;
 }
 

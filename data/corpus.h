@@ -73,14 +73,15 @@ TokenStream tokenize_text(std::string_view text, std::string_view source, Vocabu
 TokenStream tokenize_text_fixed(std::string_view text, std::string_view source,
                                 const Vocabulary& vocabulary);
 
-// The bytes of a text file; an error if it is missing, not a regular file, unreadable or empty.
 // The words of a prompt or a sentence, split exactly as a corpus file's text is (the same
 // whitespace, the same line endings, "<eos>" after each line end and the same checks: UTF-8, no
 // NUL), except that text not ending in a line ending gets no "<eos>" after its last line: a
 // prompt continues there. source names the text in errors ("--prompt").
 std::vector<std::string_view> split_words(std::string_view text, std::string_view source);
 
-std::string read_text_file(const std::filesystem::path& path);
+// The bytes of a text file; an error if it is missing, not a regular file, unreadable or empty.
+// what names the file's role in errors ("corpus", "Hugging Face config.json").
+std::string read_text_file(const std::filesystem::path& path, std::string_view what = "corpus");
 // read_text_file, then tokenize_text / tokenize_text_fixed.
 TokenStream tokenize_file(const std::filesystem::path& path, Vocabulary& vocabulary);
 TokenStream tokenize_file_fixed(const std::filesystem::path& path, const Vocabulary& vocabulary);

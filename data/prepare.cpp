@@ -1,9 +1,5 @@
 #include "data/prepare.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +15,7 @@
 #include "core/error.h"
 #include "core/io/input_file.h"
 #include "core/io/output_file.h"
+#include "core/io/staging_folder.h"
 #include "data/bpe_trainer.h"
 #include "data/byte_level.h"
 #include "data/char_tokenizer.h"
@@ -216,122 +213,6 @@ std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& o, const Split& 
 constexpr std::string_view kDatasetFiles[] = {"tokenizer.json", "train.bin", "valid.bin",
                                               "test.bin", "prepare.json"};
 
-// --out as the folder to replace: absolute, without a trailing slash, a symbolic link resolved
-// (the folder it names is replaced, not the link). When it exists, it must be a folder that
-// holds a dataset's files only: the whole folder is replaced, so anything else in it would go.
-fs::path dataset_folder(const std::string& flag_value) {
-  KILN_CHECK(!flag_value.empty(), "--out DIR is required");
-  std::error_code ec;
-  fs::path out = fs::absolute(flag_value, ec).lexically_normal();
-  KILN_CHECK(!ec, "--out {}: {}", flag_value, ec.message());
-  if (!out.has_filename()) out = out.parent_path();
-  if (fs::is_symlink(fs::symlink_status(out, ec))) {
-    out = fs::canonical(out, ec);
-    KILN_CHECK(!ec, "--out {}: cannot follow the symbolic link: {}", flag_value, ec.message());
-  }
-  const fs::file_status status = fs::status(out, ec);
-  if (!fs::exists(status)) return out;
-  KILN_CHECK(fs::is_directory(status), "--out {}: it exists and is not a folder", flag_value);
-  std::vector<std::string> foreign;
-  for (const fs::directory_entry& entry : fs::directory_iterator(out, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (std::find(std::begin(kDatasetFiles), std::end(kDatasetFiles), name) ==
-        std::end(kDatasetFiles))
-      foreign.push_back(name);
-  }
-  KILN_CHECK(!ec, "--out {}: cannot list the folder: {}", flag_value, ec.message());
-  std::sort(foreign.begin(), foreign.end());
-  KILN_CHECK(foreign.empty(),
-             "--out {}: the folder holds {}, which {} not a dataset's files; kiln-prepare "
-             "replaces the whole folder (a new one is swapped in, so that a dataset is never "
-             "half old and half new): give a folder of its own",
-             flag_value, fmt::join(foreign, ", "), foreign.size() == 1 ? "is" : "are");
-  return out;
-}
-
-void sync_folder(const fs::path& folder) {
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  KILN_CHECK(fd >= 0, "--out: cannot open the folder {}: {}", folder.string(),
-             std::strerror(errno));
-  const bool synced = ::fsync(fd) == 0;
-  const int sync_errno = errno;
-  ::close(fd);
-  KILN_CHECK(synced, "--out: cannot sync the folder {}: {}", folder.string(),
-             std::strerror(sync_errno));
-}
-
-// The new dataset is written to a folder beside --out, .<name>.kiln-prepare.<pid>, and swapped in
-// whole once complete (renameat2's RENAME_EXCHANGE, atomic): a run stopped at any point, by an
-// error, a full disk or a signal, leaves the old dataset or the new one, never a mix (the reader
-// would refuse its shards as another tokenizer's, and the old data would be lost). Destroyed
-// before replace_dataset(), it removes the new folder; one a killed run left is removed by the
-// next run beside it.
-class StagingFolder {
- public:
-  explicit StagingFolder(fs::path out) : out_(std::move(out)) {
-    const fs::path parent = out_.parent_path();
-    std::error_code ec;
-    fs::create_directories(parent, ec);
-    KILN_CHECK(!ec, "--out {}: cannot create the folder {}: {}", out_.string(), parent.string(),
-               ec.message());
-    const std::string prefix = "." + out_.filename().string() + ".kiln-prepare.";
-    for (const fs::directory_entry& entry : fs::directory_iterator(parent, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind(prefix, 0) != 0) continue;
-      const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-      if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-        fs::remove_all(entry.path(), ec);
-    }
-    path_ = parent / (prefix + std::to_string(::getpid()));
-    fs::remove_all(path_, ec);
-    KILN_CHECK(fs::create_directory(path_, ec) && !ec, "--out {}: cannot create the folder {}: {}",
-               out_.string(), path_.string(), ec ? ec.message() : "it exists");
-  }
-  ~StagingFolder() {
-    std::error_code ec;
-    if (!replaced_) fs::remove_all(path_, ec);
-  }
-  StagingFolder(const StagingFolder&) = delete;
-  StagingFolder& operator=(const StagingFolder&) = delete;
-
-  const fs::path& path() const { return path_; }
-
-  // Swaps the new folder in for --out (or renames it there), then removes the old one.
-  void replace_dataset() {
-    sync_folder(path_);
-    std::error_code ec;
-    const bool existed = fs::exists(out_, ec);
-    if (!existed) {
-      KILN_CHECK(::rename(path_.c_str(), out_.c_str()) == 0, "--out {}: cannot rename {} to it: {}",
-                 out_.string(), path_.string(), std::strerror(errno));
-    } else if (::renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, out_.c_str(), RENAME_EXCHANGE) != 0) {
-      // A file system without RENAME_EXCHANGE: the old folder is moved aside first, so that for
-      // a moment there is no dataset rather than a mixed one.
-      KILN_CHECK(errno == EINVAL || errno == ENOSYS,
-                 "--out {}: cannot swap the new dataset {} in: {}", out_.string(), path_.string(),
-                 std::strerror(errno));
-      const fs::path old = path_.string() + ".old";
-      KILN_CHECK(::rename(out_.c_str(), old.c_str()) == 0,
-                 "--out {}: cannot move the old dataset aside to {}: {}", out_.string(),
-                 old.string(), std::strerror(errno));
-      if (::rename(path_.c_str(), out_.c_str()) != 0) {
-        const int rename_errno = errno;
-        ::rename(old.c_str(), out_.c_str());  // the old dataset back
-        fail("--out {}: cannot move the new dataset {} in: {}", out_.string(), path_.string(),
-             std::strerror(rename_errno));
-      }
-      fs::remove_all(old, ec);
-    }
-    replaced_ = true;
-    sync_folder(out_.parent_path());
-    if (existed) fs::remove_all(path_, ec);  // the old dataset, swapped out
-  }
-
- private:
-  fs::path out_, path_;
-  bool replaced_ = false;
-};
-
 }  // namespace
 
 void read_text_blocks(const std::vector<TextSource>& sources, const Tokenizer& cutter,
@@ -409,8 +290,8 @@ PrepareResult prepare_dataset(const PrepareOptions& o) {
         s.files.empty() ? std::string("no file") : fmt::format("{}", fmt::join(s.files, ", ")));
     log(fmt::format("{}: {} bytes from {}", s.name, bytes, describe_sources(s.sources)));
   }
-  const fs::path out = dataset_folder(o.out);
-  StagingFolder staging(out);
+  const fs::path out = folder_to_replace(o.out, "--out", kDatasetFiles);
+  StagingFolder staging(out, "--out", "kiln-prepare");
   PrepareResult result;
   const std::unique_ptr<Tokenizer> tokenizer =
       make_tokenizer(o, splits[0], result.tokenizer_seconds);
@@ -471,7 +352,7 @@ PrepareResult prepare_dataset(const PrepareOptions& o) {
   }
   write_file_atomically((staging.path() / "prepare.json").string(), manifest.dump(2) + "\n",
                         "manifest");
-  staging.replace_dataset();
+  staging.replace();
   return result;
 }
 

@@ -19,7 +19,8 @@
 //
 // The dataset folder is replaced whole: the new one is written beside it and swapped in once
 // complete, so that a run stopped at any point (an error, a full disk, a signal) leaves the old
-// dataset or the new one, never a mix.
+// dataset or the new one, never a mix (core/io/staging_folder.h: a mount point, a cross-device
+// or unwritable place and a second run on the same folder are refused at the start).
 #pragma once
 
 #include <cstdint>

@@ -172,62 +172,67 @@ TokenShard::TokenShard(const std::string& path, const ShardExpectation& expect) 
                "after the header (truncated, or not written to the end)",
                path, header_.tokens, header_.id_bytes, available);
     const std::uint64_t payload = available;
-    if (expect.tokenizer_hash)
-      KILN_CHECK(header_.tokenizer_hash == *expect.tokenizer_hash,
-                 "token shard {}: prepared with tokenizer {}, but the tokenizer here is {}: the "
-                 "shard belongs to another tokenizer (prepare the data again with this one)",
-                 path, hex64(header_.tokenizer_hash), hex64(*expect.tokenizer_hash));
-    if (expect.vocab_size)
-      KILN_CHECK(header_.vocab_size == *expect.vocab_size,
-                 "token shard {}: vocabulary {} in the header, but the tokenizer has {}", path,
-                 header_.vocab_size, *expect.vocab_size);
+    // The expected hash and vocabulary, given or (with a tokenizer) the tokenizer's own.
+    const Tokenizer* tokenizer = expect.tokenizer;
+    for (const std::optional<std::uint64_t>& hash :
+         {expect.tokenizer_hash, tokenizer ? std::optional(tokenizer->hash()) : std::nullopt})
+      if (hash)
+        KILN_CHECK(header_.tokenizer_hash == *hash,
+                   "token shard {}: prepared with tokenizer {}, but the tokenizer here is {}: the "
+                   "shard belongs to another tokenizer (prepare the data again with this one)",
+                   path, hex64(header_.tokenizer_hash), hex64(*hash));
+    for (const std::optional<std::int64_t>& vocab :
+         {expect.vocab_size ? std::optional<std::int64_t>(*expect.vocab_size) : std::nullopt,
+          tokenizer ? std::optional(tokenizer->vocab_size()) : std::nullopt})
+      if (vocab)
+        KILN_CHECK(header_.vocab_size == *vocab,
+                   "token shard {}: vocabulary {} in the header, but the tokenizer has {}", path,
+                   header_.vocab_size, *vocab);
     const unsigned char* ids = bytes + kShardHeaderBytes;
     const std::uint64_t hash = xxh64(ids, payload);
     KILN_CHECK(hash == header_.ids_hash,
                "token shard {}: the ids are corrupt (their XXH64 is {}, the header says {})", path,
                hex64(hash), hex64(header_.ids_hash));
+    // Per token of the tokenizer: the bytes of its text (word: a word is at least one byte,
+    // <eos> maybe none) and its line feeds, each a line end that words counts.
+    const bool word = tokenizer != nullptr && tokenizer->kind() == "word";
+    std::vector<std::uint32_t> token_bytes, token_feeds;
+    if (tokenizer) {
+      token_bytes.resize(header_.vocab_size);
+      token_feeds.resize(header_.vocab_size);
+      for (std::uint32_t id = 0; id < header_.vocab_size; ++id) {
+        const std::int64_t one[1] = {id};
+        const std::string text = tokenizer->decode(one);
+        const bool eos = word && text == "\n";
+        token_bytes[id] = word ? (eos ? 0 : 1) : static_cast<std::uint32_t>(text.size());
+        token_feeds[id] = static_cast<std::uint32_t>(std::count(text.begin(), text.end(), '\n'));
+      }
+    }
+    // One pass over the ids: each inside the vocabulary, and the counts a tokenizer checks.
+    std::uint64_t text_bytes = 0, line_feeds = 0;
     const TokenView view = tokens();
-    for (std::int64_t i = 0; i < view.size(); ++i)
-      KILN_CHECK(view[i] < header_.vocab_size,
-                 "token shard {}: id {} at token {} is outside the vocabulary [0, {})", path,
-                 view[i], i, header_.vocab_size);
-    if (expect.tokenizer) check_counts(*expect.tokenizer);
+    for (std::int64_t i = 0; i < view.size(); ++i) {
+      const std::int64_t id = view[i];
+      KILN_CHECK(id < header_.vocab_size,
+                 "token shard {}: id {} at token {} is outside the vocabulary [0, {})", path, id, i,
+                 header_.vocab_size);
+      if (tokenizer) {
+        text_bytes += token_bytes[static_cast<std::size_t>(id)];
+        line_feeds += token_feeds[static_cast<std::size_t>(id)];
+      }
+    }
+    if (tokenizer) check_counts(word, text_bytes, line_feeds);
   } catch (...) {
     ::munmap(map_, map_bytes_);
     throw;
   }
 }
 
-void TokenShard::check_counts(const Tokenizer& tokenizer) const {
-  const auto vocab = static_cast<std::uint32_t>(tokenizer.vocab_size());
-  KILN_CHECK(header_.tokenizer_hash == tokenizer.hash(),
-             "token shard {}: prepared with tokenizer {}, but the tokenizer here is {}: the shard "
-             "belongs to another tokenizer (prepare the data again with this one)",
-             path_, hex64(header_.tokenizer_hash), hex64(tokenizer.hash()));
-  KILN_CHECK(header_.vocab_size == vocab,
-             "token shard {}: vocabulary {} in the header, but the tokenizer has {}", path_,
-             header_.vocab_size, vocab);
+void TokenShard::check_counts(bool word, std::uint64_t text_bytes, std::uint64_t line_feeds) const {
   KILN_CHECK(header_.tokens > 0,
              "token shard {}: the header's tokens is 0: the split holds no text (kiln-prepare "
              "never writes one)",
              path_);
-  // Per token: the bytes of its text (word: a word is at least one byte, <eos> maybe none) and
-  // its line feeds, each a line end that words counts.
-  const bool word = tokenizer.kind() == "word";
-  std::vector<std::uint32_t> bytes(vocab), feeds(vocab);
-  for (std::uint32_t id = 0; id < vocab; ++id) {
-    const std::int64_t one[1] = {id};
-    const std::string text = tokenizer.decode(one);
-    const bool eos = word && text == "\n";
-    bytes[id] = word ? (eos ? 0 : 1) : static_cast<std::uint32_t>(text.size());
-    feeds[id] = static_cast<std::uint32_t>(std::count(text.begin(), text.end(), '\n'));
-  }
-  std::uint64_t text_bytes = 0, line_feeds = 0;
-  const TokenView view = tokens();
-  for (std::int64_t i = 0; i < view.size(); ++i) {
-    text_bytes += bytes[static_cast<std::size_t>(view[i])];
-    line_feeds += feeds[static_cast<std::size_t>(view[i])];
-  }
   if (word) {
     KILN_CHECK(header_.text_bytes >= std::max<std::uint64_t>(text_bytes, 1),
                "token shard {}: the header's text_bytes is {}, but its {} words take at least {} "

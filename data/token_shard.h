@@ -105,9 +105,10 @@ struct ShardExpectation {
   const Tokenizer* tokenizer = nullptr;
 };
 
-// A shard, mapped read-only. Opening checks that the path is a regular file, the header, the file's
-// size, the expectations, the ids' hash and that every id is
-// below vocab_size (one pass over the ids); each error names the file and the field.
+// A shard, mapped read-only. Opening checks that the path is a regular file, the header, the
+// file's size, the expectations and the ids' hash, then in one pass over the ids that every id is
+// below vocab_size and (with a tokenizer) the header's counts; each error names the file and the
+// field.
 class TokenShard {
  public:
   TokenShard(const std::string& path, const ShardExpectation& expect);
@@ -120,7 +121,8 @@ class TokenShard {
   TokenView tokens() const;
 
  private:
-  void check_counts(const Tokenizer& tokenizer) const;
+  // The header's counts against the sums over the ids (ShardExpectation).
+  void check_counts(bool word, std::uint64_t text_bytes, std::uint64_t line_feeds) const;
   std::string path_;
   ShardHeader header_;
   void* map_ = nullptr;

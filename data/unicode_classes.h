@@ -4,9 +4,9 @@
 // PyPI's unicodedata2 into data/unicode_classes_table.cpp (its Unicode version is kUnicodeVersion:
 // 16.0, tokenizers 0.23's). A generated table rather than libpcre2: the pre-tokenizer is a
 // hand-written scanner (several times faster than a regex engine, which the encoding speed needs),
-// kiln gains no dependency, and the classes are exactly the ones Hugging Face tokenizers' Oniguruma
-// uses
-// (\s is Unicode's White_Space; tests/data/bpe checks the sample against tokenizers' output).
+// kiln gains no dependency, and the classes are exactly the ones Hugging Face tokenizers'
+// Oniguruma uses (\s is Unicode's White_Space; tests/data/bpe checks the sample against
+// tokenizers' output).
 //
 //   const Utf8Char c = decode_utf8(text, i);   // c.code_point, c.length (>= 1)
 //   if (char_class(c.code_point) == CharClass::letter) ...

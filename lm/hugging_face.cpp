@@ -11,8 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/autograd.h"
+#include "core/checked.h"
 #include "core/io/output_file.h"
 #include "core/io/safetensors.h"
+#include "core/io/staging_folder.h"
 #include "data/bpe_tokenizer.h"
 #include "data/corpus.h"
 #include "nn/transformer_layout.h"
@@ -111,13 +113,13 @@ std::string tokenizer_json_from_vocab_merges(const fs::path& dir) {
   const std::string source = (dir / "vocab.json").string();
   json vocab;
   try {
-    vocab = json::parse(read_text_file(dir / "vocab.json"));
+    vocab = json::parse(read_text_file(dir / "vocab.json", "Hugging Face vocab.json"));
   } catch (const json::exception& e) {
     fail("{}: not valid JSON: {}", source, e.what());
   }
   KILN_CHECK(vocab.is_object(), "{}: not a JSON object of token -> id", source);
   json merges = json::array();
-  const std::string text = read_text_file(dir / "merges.txt");
+  const std::string text = read_text_file(dir / "merges.txt", "Hugging Face merges.txt");
   std::size_t begin = 0;
   bool first = true;
   while (begin < text.size()) {
@@ -143,7 +145,8 @@ std::string tokenizer_json_from_vocab_merges(const fs::path& dir) {
 }
 
 std::string read_tokenizer_json(const fs::path& dir) {
-  if (fs::exists(dir / "tokenizer.json")) return read_text_file(dir / "tokenizer.json");
+  if (fs::exists(dir / "tokenizer.json"))
+    return read_text_file(dir / "tokenizer.json", "Hugging Face tokenizer.json");
   KILN_CHECK(fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt"),
              "Hugging Face folder {}: no tokenizer.json, nor vocab.json and merges.txt",
              dir.string());
@@ -182,12 +185,16 @@ nn::TransformerConfig config_from_hugging_face(std::string_view text, std::strin
   c.layers = integer_field(j, "n_layer", source);
   c.max_seq_len = integer_field(j, "n_positions", source);
   const json* inner = field(j, "n_inner");
-  c.ff = inner == nullptr ? 4 * c.d_model : integer_field(j, "n_inner", source);
+  c.ff = inner == nullptr
+             ? checked_mul(4, c.d_model, fmt::format("{}: n_inner (null: 4 x n_embd)", source))
+             : integer_field(j, "n_inner", source);
   c.position = nn::PositionKind::learned;
   c.norm = nn::NormPlacement::pre;
   c.embedding_scale = nn::EmbeddingScale::none;
 
   const json* act = field(j, "activation_function");
+  KILN_CHECK(act == nullptr || act->is_string(), "{}: 'activation_function' is {}, not a string",
+             source, act->dump());
   const std::string activation = act == nullptr ? "gelu_new" : act->get<std::string>();
   if (activation == "gelu_new" || activation == "gelu_pytorch_tanh") {
     c.activation = nn::Activation::gelu_tanh;
@@ -230,7 +237,8 @@ TransformerCheckpoint read_hugging_face_gpt2(const std::string& dir_text) {
   const fs::path dir(dir_text);
   const std::string where = fmt::format("Hugging Face folder {}", dir_text);
   const nn::TransformerConfig config =
-      config_from_hugging_face(read_text_file(dir / "config.json"), (dir / "config.json").string());
+      config_from_hugging_face(read_text_file(dir / "config.json", "Hugging Face config.json"),
+                               (dir / "config.json").string());
 
   const fs::path weights = dir / "model.safetensors";
   if (!fs::exists(weights)) {
@@ -321,6 +329,10 @@ void write_hugging_face_gpt2(const TransformerCheckpoint& ckpt, const std::strin
              "{}: the model scales its embeddings by sqrt(d_model); GPT-2 does not "
              "(train with --embedding-scale none)",
              where);
+  KILN_CHECK(!c.adaptive(),
+             "{}: the model's output is an adaptive softmax ({}); GPT-2's is the full softmax "
+             "over its tied embedding",
+             where, nn::cutoffs_text(c.adaptive_cutoffs));
   KILN_CHECK(ckpt.tokenizer->kind() == "bpe",
              "{}: the model's tokenizer is {}-level; GPT-2's is byte-level BPE (kiln-prepare "
              "--tokenizer bpe)",
@@ -352,10 +364,10 @@ void write_hugging_face_gpt2(const TransformerCheckpoint& ckpt, const std::strin
                  {"tie_word_embeddings", true},
                  {"use_cache", true},
                  {"torch_dtype", "float32"}};
-  if (end_of_text >= 0) {
-    config["bos_token_id"] = end_of_text;
-    config["eos_token_id"] = end_of_text;
-  }
+  // Written as null when the tokenizer has no "<|endoftext|>": absent, transformers' GPT2Config
+  // would default both to 50256, GPT-2's id, outside a small vocabulary.
+  config["bos_token_id"] = end_of_text >= 0 ? json(end_of_text) : json(nullptr);
+  config["eos_token_id"] = config["bos_token_id"];
 
   const std::map<std::string, HfName> names = hf_names(c);
   NamedTensors tensors;
@@ -364,12 +376,17 @@ void write_hugging_face_gpt2(const TransformerCheckpoint& ckpt, const std::strin
     const HfName& hf = names.at(name);
     tensors.emplace_back(kPrefix + hf.hf, hf.conv1d ? tensor.t().contiguous() : tensor);
   }
-  fs::create_directories(dir_text);
-  const fs::path dir(dir_text);
+  // The three files are written to a folder beside --out and swapped in together: a failed
+  // export leaves the old folder whole, never a mix of old and new files.
+  constexpr std::string_view kFiles[] = {"config.json", "model.safetensors", "tokenizer.json"};
+  StagingFolder staging(folder_to_replace(dir_text, "kiln-export --out", kFiles),
+                        "kiln-export --out", "kiln-export");
+  const fs::path& dir = staging.path();
   save_safetensors((dir / "model.safetensors").string(), tensors, {{"format", "pt"}});
   write_text(dir / "config.json", config.dump(2) + "\n");
-  json tokenizer = json::parse(bpe.to_json());
-  write_text(dir / "tokenizer.json", tokenizer.dump(2) + "\n");
+  // kiln's own file, vocabulary in id order (a parsed nlohmann::json would sort it by token).
+  write_text(dir / "tokenizer.json", bpe.to_json() + "\n");
+  staging.replace();
 }
 
 }  // namespace kiln::lm

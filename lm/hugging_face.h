@@ -40,9 +40,11 @@ nn::TransformerConfig config_from_hugging_face(std::string_view config_json,
 TransformerCheckpoint read_hugging_face_gpt2(const std::string& dir);
 
 // Writes config.json, model.safetensors (metadata format "pt", names "transformer.*", no
-// lm_head) and tokenizer.json to dir (created if absent; each file written to a temporary name
-// and renamed). Refuses, naming the reason, a model GPT-2 does not express: post-LN, sinusoidal or
-// rotary positions, GQA/MQA, the √d embedding scale, or a word or char tokenizer.
+// lm_head) and tokenizer.json to dir, replacing it whole (core/io/staging_folder.h: written
+// beside it and swapped in, so a failed export leaves the old folder as it was; an existing dir
+// must hold only these three files). Refuses, naming the reason, a model GPT-2 does not express:
+// post-LN, sinusoidal or rotary positions, GQA/MQA, the √d embedding scale, or a word or char
+// tokenizer.
 void write_hugging_face_gpt2(const TransformerCheckpoint& checkpoint, const std::string& dir);
 
 }  // namespace kiln::lm

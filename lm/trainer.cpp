@@ -209,12 +209,15 @@ Trainer::Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Dataset& 
   if (options_.eval_every > 0) {
     for (const char* split : {"valid", "test"}) {
       const std::int64_t tokens = data.tokens(split).ids.size();
+      KILN_CHECK(tokens >= 2,
+                 "dataset {}: the {} split has {} token{}, too short to evaluate (a column needs "
+                 "at least 2 tokens: an input and its target); give a longer {} split",
+                 data.describe(), split, tokens, tokens == 1 ? "" : "s", split);
       KILN_CHECK(tokens / 2 >= options_.eval_batch_size,
                  "dataset {}: the {} split has {} tokens, too few to evaluate in "
                  "--eval-batch-size {} columns, which needs at least 2 tokens per column; lower "
                  "--eval-batch-size to {} or give a longer {} split",
-                 data.describe(), split, tokens, options_.eval_batch_size,
-                 std::max<std::int64_t>(tokens / 2, 1), split);
+                 data.describe(), split, tokens, options_.eval_batch_size, tokens / 2, split);
     }
   }
   if (world_ > 1) {

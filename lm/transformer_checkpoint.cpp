@@ -38,8 +38,8 @@ void check_config_fits_tensors(const TransformerCheckpoint& ckpt) {
       continue;
     }
     const Tensor& tensor = *it->second;
-    KILN_CHECK(tensor.dtype() == DType::f32, "checkpoint {}: tensor '{}' is {}, not float32",
-               ckpt.path, t.name, tensor.dtype());
+    KILN_CHECK(tensor.dtype() == t.dtype, "checkpoint {}: tensor '{}' is {}, not {}", ckpt.path,
+               t.name, tensor.dtype(), t.dtype);
     KILN_CHECK(tensor.shape() == t.shape,
                "checkpoint {}: tensor '{}' has shape {}, but its config ({}) needs {}", ckpt.path,
                t.name, tensor.shape(), config_summary(c), t.shape);

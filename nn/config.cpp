@@ -1,6 +1,11 @@
 #include "nn/config.h"
 
+#include <charconv>
+#include <cmath>
 #include <limits>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +42,10 @@ std::string_view name_of(EmbeddingScale s) {
   return s == EmbeddingScale::sqrt_d ? "sqrt_d" : "none";
 }
 
+std::string_view name_of(InputKind k) {
+  return k == InputKind::embedding ? "embedding" : "adaptive";
+}
+
 Activation parse_activation(std::string_view text) {
   if (text == "relu") return Activation::relu;
   if (text == "gelu") return Activation::gelu;
@@ -63,6 +72,43 @@ EmbeddingScale parse_embedding_scale(std::string_view text) {
   fail("embedding-scale: '{}' is not sqrt_d or none", text);
 }
 
+InputKind parse_input(std::string_view text) {
+  if (text == "embedding") return InputKind::embedding;
+  if (text == "adaptive") return InputKind::adaptive;
+  fail("input: '{}' is not embedding or adaptive", text);
+}
+
+std::vector<std::int64_t> parse_cutoffs(std::string_view text) {
+  std::vector<std::int64_t> cutoffs;
+  if (text.empty() || text == "none") return cutoffs;
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, end - start);
+    std::int64_t value = 0;
+    const auto [last, error] = std::from_chars(item.data(), item.data() + item.size(), value);
+    KILN_CHECK(!item.empty() && error == std::errc() && last == item.data() + item.size(),
+               "adaptive-softmax: '{}' is not a comma-separated list of integers such as "
+               "2000,10000",
+               text);
+    cutoffs.push_back(value);
+    start = end + 1;
+  }
+  return cutoffs;
+}
+
+std::string cutoffs_text(const std::vector<std::int64_t>& cutoffs) {
+  return fmt::format("{}", fmt::join(cutoffs, ","));
+}
+
+std::int64_t adaptive_cluster_width(std::int64_t d_model, double div, std::size_t cluster) {
+  return static_cast<std::int64_t>(
+      std::floor(static_cast<double>(d_model) / std::pow(div, static_cast<double>(cluster + 1))));
+}
+
+std::int64_t TransformerConfig::adaptive_width(std::size_t cluster) const {
+  return adaptive_cluster_width(d_model, adaptive_div, cluster);
+}
+
 void TransformerConfig::validate() const {
   for (const ConfigField& field : config_fields()) field.check(*this);
   KILN_CHECK(d_model % heads == 0, "config: heads ({}) must divide d_model ({})", heads, d_model);
@@ -70,6 +116,18 @@ void TransformerConfig::validate() const {
   KILN_CHECK(position != PositionKind::rope || d_head() % 2 == 0,
              "config: RoPE needs an even d_head, got {} (d_model {} / heads {})", d_head(), d_model,
              heads);
+  for (std::size_t i = 0; i < adaptive_cutoffs.size(); ++i) {
+    const std::int64_t previous = i == 0 ? 0 : adaptive_cutoffs[i - 1];
+    KILN_CHECK(adaptive_cutoffs[i] > previous && adaptive_cutoffs[i] < vocab,
+               "config: adaptive_softmax cutoffs {} must increase from above 0 to below vocab {}",
+               cutoffs_text(adaptive_cutoffs), vocab);
+    KILN_CHECK(adaptive_width(i) >= 1,
+               "config: adaptive cluster {} would be {} wide (d_model {} / adaptive_div {}^{}); "
+               "use fewer cutoffs or a smaller adaptive_div",
+               i, adaptive_width(i), d_model, adaptive_div, i + 1);
+  }
+  KILN_CHECK(input == InputKind::embedding || adaptive(),
+             "config: input adaptive needs the adaptive softmax (adaptive_softmax cutoffs)");
   // Every size the model derives from these must fit int64: then the modules' own arithmetic
   // cannot overflow.
   try {

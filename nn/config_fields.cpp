@@ -15,6 +15,7 @@ constexpr std::string_view kActivations[] = {"relu", "gelu", "gelu_tanh"};
 constexpr std::string_view kPositions[] = {"sinusoidal", "rope", "learned"};
 constexpr std::string_view kEmbeddingScales[] = {"sqrt_d", "none"};
 constexpr std::string_view kNorms[] = {"post", "pre"};
+constexpr std::string_view kInputs[] = {"embedding", "adaptive"};
 constexpr FieldRange kProbability{.min = 0, .max = 1, .max_open = true};
 
 using C = TransformerConfig;
@@ -51,26 +52,51 @@ const ConfigField kFields[] = {
      .key = "activation",
      .help = "feed-forward activation (gelu: erf form; gelu_tanh: GPT-2's tanh form)",
      .choices = kActivations,
-     .get_choice = [](const C& c) { return name_of(c.activation); },
+     .get_choice = [](const C& c) -> std::string { return std::string(name_of(c.activation)); },
      .set_choice = [](C& c, std::string_view v) { c.activation = parse_activation(v); }},
     {.flag = "--pos",
      .key = "position",
      .help = "positions: added sinusoids, rotary (RoPE) or a learned table (GPT-2's)",
      .choices = kPositions,
-     .get_choice = [](const C& c) { return name_of(c.position); },
+     .get_choice = [](const C& c) -> std::string { return std::string(name_of(c.position)); },
      .set_choice = [](C& c, std::string_view v) { c.position = parse_position(v); }},
     {.flag = "--norm",
      .key = "norm",
      .help = "LayerNorm after (post) or before (pre) each sublayer",
      .choices = kNorms,
-     .get_choice = [](const C& c) { return name_of(c.norm); },
+     .get_choice = [](const C& c) -> std::string { return std::string(name_of(c.norm)); },
      .set_choice = [](C& c, std::string_view v) { c.norm = parse_norm(v); }},
     {.flag = "--embedding-scale",
      .key = "embedding_scale",
      .help = "factor on the token embeddings: sqrt_d (sqrt(d_model)) or none (GPT-2)",
      .choices = kEmbeddingScales,
-     .get_choice = [](const C& c) { return name_of(c.embedding_scale); },
+     .get_choice = [](const C& c) -> std::string {
+       return std::string(name_of(c.embedding_scale));
+     },
      .set_choice = [](C& c, std::string_view v) { c.embedding_scale = parse_embedding_scale(v); },
+     .optional = true},
+    {.flag = "--adaptive-softmax",
+     .key = "adaptive_softmax",
+     .help = "adaptive softmax cutoffs in frequency ranks, e.g. 2000,10000 (none: the full "
+             "softmax; docs/adaptive-softmax.md)",
+     .get_choice = [](const C& c) -> std::string {
+       return c.adaptive() ? cutoffs_text(c.adaptive_cutoffs) : "none";
+     },
+     .set_choice = [](C& c, std::string_view v) { c.adaptive_cutoffs = parse_cutoffs(v); },
+     .optional = true},
+    {.flag = "--adaptive-div",
+     .key = "adaptive_div",
+     .help = "adaptive softmax: cluster i is d_model / div^(i+1) wide",
+     .real = &C::adaptive_div,
+     .range = {.min = 1},
+     .optional = true},
+    {.flag = "--input",
+     .key = "input",
+     .help = "input layer: the embedding, or adaptive input sharing the adaptive softmax's "
+             "clusters (needs --adaptive-softmax)",
+     .choices = kInputs,
+     .get_choice = [](const C& c) -> std::string { return std::string(name_of(c.input)); },
+     .set_choice = [](C& c, std::string_view v) { c.input = parse_input(v); },
      .optional = true},
 };
 
@@ -87,7 +113,7 @@ std::string rule_text(const FieldRange& r) {
 std::span<const ConfigField> config_fields() { return kFields; }
 
 std::string ConfigField::text(const TransformerConfig& config) const {
-  if (is_choice()) return std::string(get_choice(config));
+  if (is_choice()) return get_choice(config);
   return integer ? nlohmann::json(config.*integer).dump() : nlohmann::json(config.*real).dump();
 }
 

@@ -31,11 +31,12 @@ struct ConfigField {
   const char* flag;  // "--d-model"; nullptr for vocab, which comes from the corpus
   const char* key;   // "d_model"
   const char* help;
-  // The member: an integer, a real, or a choice among names (exactly one kind is set).
+  // The member: an integer, a real, or a text: a choice among names, or any text set_choice
+  // accepts when choices is empty (exactly one kind is set).
   std::int64_t TransformerConfig::*integer = nullptr;
   double TransformerConfig::*real = nullptr;
   std::span<const std::string_view> choices = {};
-  std::string_view (*get_choice)(const TransformerConfig&) = nullptr;
+  std::string (*get_choice)(const TransformerConfig&) = nullptr;
   void (*set_choice)(TransformerConfig&, std::string_view) = nullptr;  // errors name the field
   FieldRange range = {};                                               // numbers only
   // A field added after checkpoints were written without it: absent from a config's JSON, it

@@ -1,5 +1,6 @@
 #include "nn/feed_forward.h"
 
+#include "core/error.h"
 #include "core/ops/elementwise.h"
 
 namespace kiln::nn {
@@ -18,9 +19,9 @@ Tensor FeedForward::forward(const Tensor& x) const {
     case Activation::gelu:
       return fc2->forward(gelu(h));
     case Activation::gelu_tanh:
-      break;
+      return fc2->forward(gelu(h, GeluApproximation::tanh));
   }
-  return fc2->forward(gelu(h, GeluApproximation::tanh));
+  fail("FeedForward: activation {} is not relu, gelu or gelu_tanh", static_cast<int>(activation));
 }
 
 }  // namespace kiln::nn

@@ -150,7 +150,13 @@ Module::LoadResult Module::load_state_dict(const NamedTensors& state, bool stric
     if (!seen.count(name)) result.missing.push_back(name);
   KILN_CHECK(!strict || (result.missing.empty() && result.unexpected.empty()),
              "load_state_dict: missing {} and unexpected {}", result.missing, result.unexpected);
+  notify_loaded();
   return result;
+}
+
+void Module::notify_loaded() {
+  for (const auto& [name, child] : children_) child->notify_loaded();
+  loaded();
 }
 
 }  // namespace kiln::nn

@@ -64,6 +64,9 @@ class Module {
   // Registers a tensor that moves with the module but does not train; non-persistent buffers
   // (recomputable tables) are left out of state_dict.
   Tensor register_buffer(const std::string& name, const Tensor& value, bool persistent = true);
+  // Called on every module, children first, after load_state_dict has copied the values in: a
+  // module that derives state from its buffers (nn/adaptive_softmax.h) checks and rebuilds it.
+  virtual void loaded() {}
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -80,6 +83,7 @@ class Module {
   void collect(const std::string& prefix, NamedTensors& params, NamedTensors& buffers,
                bool persistent_only) const;
   void for_each_tensor(const std::function<void(const Tensor&)>& f) const;
+  void notify_loaded();
 
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, Buffer>> buffers_;

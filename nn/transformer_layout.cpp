@@ -26,24 +26,49 @@ std::vector<TensorLayout> block_layout(const TransformerConfig& c, const std::st
           {prefix + "norm2.weight", {d}},         {prefix + "norm2.bias", {d}}};
 }
 
+// The adaptive softmax's parameters (nn/adaptive_softmax.cpp), without its order buffer.
+std::vector<TensorLayout> adaptive_layout(const TransformerConfig& c) {
+  std::vector<TensorLayout> layout;
+  if (!c.adaptive()) return layout;
+  const std::int64_t clusters = static_cast<std::int64_t>(c.adaptive_cutoffs.size());
+  if (c.input == InputKind::adaptive)
+    layout.push_back({"adaptive.shortlist", {c.adaptive_cutoffs[0], c.d_model}});
+  layout.push_back({"adaptive.cluster_logits", {clusters, c.d_model}});
+  for (std::size_t i = 0; i < c.adaptive_cutoffs.size(); ++i) {
+    const std::string prefix = "adaptive.clusters." + std::to_string(i) + ".";
+    const std::int64_t end =
+        i + 1 < c.adaptive_cutoffs.size() ? c.adaptive_cutoffs[i + 1] : c.vocab;
+    const std::int64_t width = c.adaptive_width(i);
+    layout.push_back({prefix + "projection", {width, c.d_model}});
+    layout.push_back({prefix + "output", {end - c.adaptive_cutoffs[i], width}});
+  }
+  return layout;
+}
+
 std::int64_t elements(const std::vector<TensorLayout>& layout, const char* what) {
   std::int64_t n = 0;
   for (const TensorLayout& t : layout) n = checked_add(n, checked_product(t.shape, what), what);
   return n;
 }
 
+bool has_embedding(const TransformerConfig& c) { return c.input == InputKind::embedding; }
+
 }  // namespace
 
 std::int64_t state_tensor_count(const TransformerConfig& c) {
   const std::int64_t blocks =
       checked_mul(c.layers, kTensorsPerBlock, "config: layers x the tensors of a block");
-  const std::int64_t others =
-      1 + (c.norm == NormPlacement::pre ? 2 : 0) + (c.position == PositionKind::learned ? 1 : 0);
+  const std::int64_t adaptive =
+      c.adaptive() ? 2 + 2 * static_cast<std::int64_t>(c.adaptive_cutoffs.size()) : 0;
+  const std::int64_t input = c.adaptive() && !has_embedding(c) ? 1 : 0;  // the shortlist
+  const std::int64_t others = (has_embedding(c) ? 1 : 0) + (c.norm == NormPlacement::pre ? 2 : 0) +
+                              (c.position == PositionKind::learned ? 1 : 0) + adaptive + input;
   return checked_add(blocks, others, "config: the tensor count");
 }
 
 std::vector<TensorLayout> state_layout(const TransformerConfig& c) {
-  std::vector<TensorLayout> layout = {{"embedding.weight", {c.vocab, c.d_model}}};
+  std::vector<TensorLayout> layout;
+  if (has_embedding(c)) layout.push_back({"embedding.weight", {c.vocab, c.d_model}});
   if (c.position == PositionKind::learned)
     layout.push_back({"position_embedding.weight", {c.max_seq_len, c.d_model}});
   for (std::int64_t l = 0; l < c.layers; ++l) {
@@ -54,11 +79,17 @@ std::vector<TensorLayout> state_layout(const TransformerConfig& c) {
     layout.push_back({"norm.weight", {c.d_model}});
     layout.push_back({"norm.bias", {c.d_model}});
   }
+  const std::vector<TensorLayout> adaptive = adaptive_layout(c);
+  layout.insert(layout.end(), adaptive.begin(), adaptive.end());
+  if (c.adaptive()) layout.push_back({"adaptive.order", {c.vocab}, DType::i64});
   return layout;
 }
 
 std::int64_t parameter_count(const TransformerConfig& c) {
-  const std::int64_t embedding = checked_mul(c.vocab, c.d_model, "config: vocab x d_model");
+  const std::int64_t embedding =
+      has_embedding(c) ? checked_mul(c.vocab, c.d_model, "config: vocab x d_model") : 0;
+  const std::int64_t adaptive =
+      elements(adaptive_layout(c), "config: the parameters of the adaptive softmax");
   const std::int64_t block = elements(block_layout(c, ""), "config: the parameters of a block");
   const std::int64_t blocks =
       checked_mul(c.layers, block, "config: layers x the parameters of a block");
@@ -68,9 +99,10 @@ std::int64_t parameter_count(const TransformerConfig& c) {
       c.position == PositionKind::learned
           ? checked_mul(c.max_seq_len, c.d_model, "config: max_seq_len x d_model")
           : 0;
-  return checked_add(checked_add(checked_add(embedding, blocks, "config: the parameter count"),
-                                 final_norm, "config: the parameter count"),
-                     learned_positions, "config: the parameter count");
+  std::int64_t total = 0;
+  for (const std::int64_t part : {embedding, blocks, final_norm, learned_positions, adaptive})
+    total = checked_add(total, part, "config: the parameter count");
+  return total;
 }
 
 std::int64_t position_table_count(const TransformerConfig& c) {
@@ -85,8 +117,11 @@ std::int64_t model_bytes(const TransformerConfig& c, std::int64_t copies_per_par
   const std::int64_t parameters =
       checked_mul(parameter_count(c), checked_add(copies_per_parameter, 1, "model_bytes: copies"),
                   "config: the parameters and their copies");
+  // The adaptive softmax's order and its inverse: 8 bytes each per word, 4 floats together.
+  const std::int64_t orders = c.adaptive() ? checked_mul(c.vocab, 4, "config: 4 x vocab") : 0;
   const std::int64_t floats =
-      checked_add(parameters, position_table_count(c), "config: the model's elements");
+      checked_add(checked_add(parameters, position_table_count(c), "config: the model's elements"),
+                  orders, "config: the model's elements");
   return checked_mul(floats, 4, "config: the model's bytes");
 }
 

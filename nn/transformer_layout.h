@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/shape.h"
 #include "nn/config.h"
 
@@ -26,13 +27,15 @@ namespace kiln::nn {
 struct TensorLayout {
   std::string name;  // dotted path, as state_dict names it
   Shape shape;
+  DType dtype = DType::f32;  // int64 for the adaptive softmax's order, float32 otherwise
 };
 
-// Tensors in the state_dict: the embedding, the learned positions (if any), 12 per block, and the
-// final LayerNorm's 2 (pre-LN).
+// Tensors in the state_dict: the embedding (or adaptive input's shortlist), the learned positions
+// (if any), 12 per block, the final LayerNorm's 2 (pre-LN), and the adaptive softmax's cluster
+// logits, 2 per cluster and its order.
 std::int64_t state_tensor_count(const TransformerConfig& config);
 
-// The state_dict's names and shapes, in its order (every one F32). It lists every block, so
+// The state_dict's names, shapes and dtypes, in its order. It lists every block, so
 // check state_tensor_count first when the config is untrusted.
 std::vector<TensorLayout> state_layout(const TransformerConfig& config);
 

@@ -15,9 +15,9 @@ namespace kiln::nn {
 TransformerLM::TransformerLM(const TransformerConfig& config, FeedForwardFactory make_ffn)
     : config_(config) {
   config_.validate();
-  embedding =
-      register_module("embedding", std::make_shared<Embedding>(config_.vocab, config_.d_model));
-  {
+  if (config_.input == InputKind::embedding) {
+    embedding =
+        register_module("embedding", std::make_shared<Embedding>(config_.vocab, config_.d_model));
     NoGradGuard no_grad;
     embedding->weight.copy_(uniform(embedding->weight.shape(), -0.1, 0.1));
   }
@@ -49,6 +49,11 @@ TransformerLM::TransformerLM(const TransformerConfig& config, FeedForwardFactory
   register_module("blocks", std::make_shared<Blocks>(blocks));
   if (config_.norm == NormPlacement::pre)
     norm = register_module("norm", std::make_shared<LayerNorm>(config_.d_model));
+  if (config_.adaptive())
+    adaptive = register_module(
+        "adaptive",
+        std::make_shared<AdaptiveSoftmax>(config_.vocab, config_.d_model, config_.adaptive_cutoffs,
+                                          config_.adaptive_div, embedding));
 }
 
 Tensor TransformerLM::hidden(const Tensor& ids, std::vector<KVCache>* caches,
@@ -61,7 +66,7 @@ Tensor TransformerLM::hidden(const Tensor& ids, std::vector<KVCache>* caches,
   KILN_CHECK(past + ids.size(1) <= config_.max_seq_len,
              "TransformerLM: positions up to {} exceed max_seq_len {}", past + ids.size(1),
              config_.max_seq_len);
-  Tensor x = embedding->forward(ids);
+  Tensor x = embedding ? embedding->forward(ids) : adaptive->embed(ids);
   if (config_.embedding_scale == EmbeddingScale::sqrt_d)
     x = x * std::sqrt(static_cast<double>(config_.d_model));
   if (positions) x = positions->forward(x, past);
@@ -82,6 +87,7 @@ Tensor TransformerLM::forward(const Tensor& ids, std::vector<KVCache>* caches,
 }
 
 Tensor TransformerLM::logits(const Tensor& hidden_states) const {
+  if (adaptive) return adaptive->log_prob(hidden_states);
   profile::Scope vocabulary_region(profile::Family::vocabulary);
   // Under autocast the product reads bf16 operands, but the logits stay float32 (its float32
   // sums, not rounded again), as the loss's: samplers and evaluation read them.
@@ -96,6 +102,8 @@ Tensor TransformerLM::loss(const Tensor& inputs, const Tensor& targets,
              "TransformerLM: targets {} and inputs {} must have the same shape", targets.shape(),
              inputs.shape());
   const Tensor x = hidden(inputs);  // (B, T, d)
+  if (adaptive)
+    return adaptive->loss(x.view({-1, config_.d_model}), targets.reshape({-1}), ignore_index);
   return linear_cross_entropy(x.view({-1, config_.d_model}), embedding->weight,
                               targets.reshape({-1}), ignore_index);
 }

@@ -5,6 +5,8 @@
 //   X_l = Block_l(X_{l-1}),  l = 1..N       (pre-LN adds a final LayerNorm)
 //   logits = X_N E^T                          E is the embedding matrix itself: no second
 //                                             vocabulary-sized matrix exists
+// With adaptive_cutoffs the output is an adaptive softmax tied to E (or, with input adaptive, the
+// input layer shares its clusters and E does not exist): nn/adaptive_softmax.h.
 // With the default config it computes exactly the function of bench/torch_ref.py.
 //
 //   TransformerConfig config;  config.vocab = 33278;
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "core/generator.h"
+#include "nn/adaptive_softmax.h"
 #include "nn/config.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
@@ -48,12 +51,14 @@ class TransformerLM : public LanguageModel {
                 std::vector<Tensor>* attention = nullptr) const;
 
   // The tied output layer, the one place it is computed: hidden states (..., d) -> logits
-  // (..., vocab) = X E^T.
+  // (..., vocab) = X E^T; with the adaptive softmax, its log-probabilities (logits whose
+  // logsumexp is 0: softmax and sampling read them alike).
   Tensor logits(const Tensor& hidden_states) const;
 
   // Mean cross-entropy of next-token prediction over the targets that are not ignore_index:
   // inputs and targets (B, T) int64. Computed by the fused linear_cross_entropy
-  // (core/ops/linear_cross_entropy.h): the (B T, vocab) logits are never kept apart.
+  // (core/ops/linear_cross_entropy.h), or the adaptive softmax's loss built on it: the (B T,
+  // vocab) logits are never kept apart.
   Tensor loss(const Tensor& inputs, const Tensor& targets,
               std::int64_t ignore_index = -100) const override;
 
@@ -62,7 +67,8 @@ class TransformerLM : public LanguageModel {
   const TransformerConfig& config() const { return config_; }
   std::string config_json() const override { return config_.to_json(); }
 
-  std::shared_ptr<Embedding> embedding;
+  std::shared_ptr<Embedding> embedding;                     // null with adaptive input
+  std::shared_ptr<AdaptiveSoftmax> adaptive;                // the adaptive softmax only
   std::shared_ptr<SinusoidalPositionalEncoding> positions;  // sinusoidal only
   // Learned positions only: (max_seq_len, d_model), initialised N(0, 0.02) as GPT-2's.
   std::shared_ptr<Embedding> position_embedding;

@@ -137,8 +137,20 @@ spec=$(IFS=,; echo "${cases[*]}")
 test_core=$(find_program test_core)
 export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive
 step "test_core: the dispatch cases" emulate "$test_core" "$spec"
-# The matmul layouts once more through each float32 source that KILN_GEMM can force.
+# The matmul layouts once more through each float32 source that KILN_GEMM can force, with the
+# case that fails unless that source is the one used (a library not installed would leave Eigen
+# in its place); a library that is not installed is skipped, and said so.
 for source in openblas blis eigen packed; do
+  package=
+  case $source in
+    openblas) package=libopenblas0-openmp ;;
+    blis) package=libblis4-openmp ;;
+  esac
+  if [[ -n $package ]] &&
+    ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
+    echo "isa-check: KILN_GEMM=$source skipped: $package is not installed"
+    continue
+  fi
   KILN_GEMM=$source step "test_core [gemm_layouts] with KILN_GEMM=$source" \
-    emulate "$test_core" '[gemm_layouts]'
+    emulate "$test_core" '[gemm_layouts],[gemm_source]'
 done

@@ -80,9 +80,10 @@ DOCUMENTED_VALUES = {
                    "before PyTorch's compositions do, or meet NaN and inf in another order: "
                    "attention's scores Q K^T and its running sum of exp(S - m) Z V (up to "
                    "T_k / (1 - p) max |V|), D = rowsum(dY * Y) from the output (FlashAttention-2); "
-                   "linear_cross_entropy's P'' W and P''^T X (P'' up to V). With operands "
-                   "within those factors of the largest finite value, or not finite, an "
-                   "element that is finite in one is inf or NaN in the other",
+                   "linear_cross_entropy's P'' W and P''^T X (P'' up to V), also inside "
+                   "adaptive_softmax_loss. With operands within those factors of the largest "
+                   "finite value, or not finite, an element that is finite in one is inf or "
+                   "NaN in the other",
     "gradient_range": "a gradient whose chain-rule terms pass float32's largest value on the way "
                       "(a large factor met first in the backward pass, a smaller one later) is "
                       "+-inf in float32 and bf16 cases, as float32 arithmetic gives, where the "
@@ -158,6 +159,76 @@ def scalar_in(s, dtype):
 
 
 # ---- The ops in PyTorch
+
+ADAPTIVE = ("adaptive_softmax_loss", "adaptive_log_softmax")
+
+
+def adaptive_parts(node, args):
+    """x, head, the (P_i, O_i) pairs and the shortlist size c_0 of an adaptive softmax node,
+    checked as kiln checks them (core/ops/adaptive_softmax.cpp)."""
+    x, head = args[0], args[1]
+    flat = args[2:-1] if node["op"] == "adaptive_softmax_loss" else args[2:]
+    if len(flat) % 2:
+        raise ValueError("adaptive softmax: a projection without an output")
+    pairs = list(zip(flat[0::2], flat[1::2]))
+    if x.dim() != 2 or head.dim() != 2 or head.shape[1] != x.shape[1] or \
+            head.shape[0] <= len(pairs):
+        raise ValueError("adaptive softmax: head must be (shortlist + clusters, d)")
+    for p, o in pairs:
+        if p.dim() != 2 or o.dim() != 2 or p.shape[1] != x.shape[1] or \
+                o.shape[1] != p.shape[0] or p.shape[0] == 0 or o.shape[0] == 0:
+            raise ValueError("adaptive softmax: P_i (d_i, d) and O_i (s_i, d_i)")
+    return x, head, pairs, head.shape[0] - len(pairs)
+
+
+def adaptive_softmax(node, args):
+    """The adaptive softmax (core/ops/adaptive_softmax.h) composed from its definition: with
+    h = log_softmax(x H^T), log p(r) = h_r in the shortlist and h_{c_0+i} +
+    log_softmax((x P_i^T) O_i^T)_{r - c_i} in cluster i; the loss is the mean of -log p(target)
+    over the rows not ignored, each cluster's log_softmax computed on its own rows only (as
+    kiln and nn.AdaptiveLogSoftmaxWithLoss do: a row never reads a cluster its target is not
+    in, nor an ignored row anything). The same as nn.AdaptiveLogSoftmaxWithLoss (head_bias
+    False; head.weight = H, tail[i] = Linear P_i then O_i): its log_prob and its loss over
+    targets (the ignored rows dropped) agree with this to 5e-16 in float64 (checked for
+    cutoffs [2, 5], 9 classes, d = 8, div_value 2). Natively, bf16 operands multiply into float32 logits and
+    x P_i^T rounds to bf16, as kiln computes them."""
+    x, head, pairs, c0 = adaptive_parts(node, args)
+    wide = torch.float32 if x.dtype == torch.bfloat16 else x.dtype
+
+    def logits(a, w):
+        return a.to(wide) @ w.to(wide).t()
+
+    def cluster(rows, p, o):
+        return torch.log_softmax(logits(logits(rows, p).to(x.dtype), o), -1)
+
+    if node["op"] == "adaptive_log_softmax":
+        h = torch.log_softmax(logits(x, head), -1)
+        parts = [h[:, :c0]]
+        for i, (p, o) in enumerate(pairs):
+            parts.append(cluster(x, p, o) + h[:, c0 + i:c0 + i + 1])
+        return torch.cat(parts, 1)
+    t = args[-1]
+    if t.dtype != torch.int64 or t.shape != x.shape[:1]:
+        raise ValueError("adaptive_softmax_loss: targets must be (N) int64")
+    ends = [c0]
+    for _, o in pairs:
+        ends.append(ends[-1] + o.shape[0])
+    kept = t != node["ignore_index"]
+    xs, ts = x[kept], t[kept]
+    if bool(((ts < 0) | (ts >= ends[-1])).any()):
+        raise ValueError("adaptive_softmax_loss: target out of range")
+    head_target = ts.clone()
+    total = 0.0
+    for i, (p, o) in enumerate(pairs):
+        rows = (ts >= ends[i]) & (ts < ends[i + 1])
+        head_target[rows] = c0 + i
+        if bool(rows.any()):
+            lp = cluster(xs[rows], p, o)
+            total = total - lp.gather(1, (ts[rows] - ends[i])[:, None]).sum()
+    h = torch.log_softmax(logits(xs, head), -1)
+    total = total - h.gather(1, head_target[:, None]).sum()
+    return total / ts.numel()  # NaN for no counted row, as PyTorch's mean of nothing
+
 
 def slice_view(t, dim, start, end, step):
     dim = dim % t.dim()
@@ -314,6 +385,8 @@ def run_op(node, args, kdt, variants=frozenset()):
         if "ignored_row_not_finite" in variants:  # kiln never reads an ignored row
             x = x.masked_fill((t == node["ignore_index"])[:, None], 0.0)
         return F.cross_entropy(x @ w.t(), t, ignore_index=node["ignore_index"])
+    if op in ADAPTIVE:
+        return adaptive_softmax(node, args)
     if op == "index_select":
         return torch.index_select(args[0], node["dim"], args[1])
     if op == "embedding":
@@ -515,6 +588,13 @@ def node_tolerance(case, answers, i, node_args64, ref64):
         logits = a[0] if op == "cross_entropy" else a[0].abs() @ a[1].abs().t()
         n = logits.shape[-1] + (a[0].shape[-1] if op == "linear_cross_entropy" else 0)
         scale = logits.abs().max() if logits.numel() else torch.tensor(0.0)
+        return 8 * e * (n + 1), r + scale + 1.0
+    if op in ADAPTIVE:  # log_softmax of the head's and the clusters' logits, as cross_entropy
+        x, head, pairs, _ = adaptive_parts(node, a)
+        x = x.abs()
+        logits = [x @ head.abs().t()] + [(x @ p.abs().t()) @ o.abs().t() for p, o in pairs]
+        n = sum(l.shape[-1] for l in logits) + x.shape[-1] + sum(p.shape[0] for p, _ in pairs)
+        scale = max((l.max() for l in logits if l.numel()), default=torch.tensor(0.0))
         return 8 * e * (n + 1), r + scale + 1.0
     if op in ("causal_attention", "causal_attention_heads"):
         # Y = A V with A = softmax(Q K^T / sqrt d): an error d eps |Q| |K| in S moves Y by
@@ -804,9 +884,11 @@ def near_range(case, answers, i):
     """Whether node i is a fused op whose unnormalised intermediates can leave the dtype's range
     on these operands (or whose operands are not finite): attention (scores Q K^T, the sum of
     exp(S - m) Z V up to T_k / (1 - p) max |V|) or linear_cross_entropy (P'' = exp(logits - m)
-    less 1 / s at the target, up to V, times W or X)."""
+    less 1 / s at the target, up to V, times W or X), and the adaptive softmax loss, which is
+    linear_cross_entropy on x H^T's operands and on x P_i^T and O_i."""
     node = case["nodes"][i]
-    if node["op"] not in ("causal_attention", "causal_attention_heads", "linear_cross_entropy"):
+    if node["op"] not in ("causal_attention", "causal_attention_heads", "linear_cross_entropy",
+                          "adaptive_softmax_loss"):
         return False
     args = [a for a in node_args(case, answers, i, "f64") if a.is_floating_point()]
     if any(not bool(torch.isfinite(a).all()) for a in args):
@@ -815,6 +897,9 @@ def near_range(case, answers, i):
     limit = 3.4028234663852886e38  # float32's; float64 cases hold no values near theirs
     if node["op"] == "linear_cross_entropy":
         return largest * (args[1].shape[0] + 1) * max(largest, 1.0) >= limit
+    if node["op"] == "adaptive_softmax_loss":  # linear_cross_entropy on x P_i^T and O_i
+        classes, big = max(a.shape[0] for a in args[1:]), max(largest, 1.0)
+        return largest * (classes + 1) * big * big * big >= limit
     keys = args[1].shape[2] if node["op"] == "causal_attention_heads" else args[0].shape[1]
     return largest * max(largest * args[0].shape[-1], keys / (1.0 - node["p"])) >= limit
 

@@ -32,6 +32,13 @@ def load_torch_ref(path):
     return module
 
 
+def as_torch(entry):
+    """A tensor of check_safetensors.read's (dtype, shape, flat values)."""
+    dtype, shape, values = entry
+    torch_dtype = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64}[dtype]
+    return torch.frombuffer(bytearray(values.tobytes()), dtype=torch_dtype).reshape(shape).clone()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoint")
@@ -55,10 +62,16 @@ def main():
     seq_len = args.seq_len or int(json.loads(metadata.get("train", "{}")).get("seq_len", 64))
 
     ref = load_torch_ref(args.torch_ref)
+    # The adaptive softmax (docs/adaptive-softmax.md): its cutoffs and order rebuild the module.
+    cutoffs = [int(c) for c in config.get("adaptive_softmax", "none").split(",") if c != "none"]
+    order = as_torch(tensors["adaptive.order"]) if cutoffs else None
     model = ref.TransformerLM(config["vocab"], config["d_model"], config["heads"], config["layers"],
-                              config["ff"], 0.0)
-    state = {kiln_to_torch(name): torch.from_numpy(values.copy())
-             for name, values in tensors.items() if not name.startswith("optim.")}
+                              config["ff"], 0.0, cutoffs=cutoffs,
+                              div=float(config.get("adaptive_div", 4.0)), order=order,
+                              adaptive_input=config.get("input", "embedding") == "adaptive")
+    state = {kiln_to_torch(name): as_torch(entry)
+             for name, entry in tensors.items()
+             if not name.startswith("optim.") and name != "adaptive.order"}
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [m for m in missing if not m.endswith("pe")]  # the positional table is a buffer
     if missing or unexpected:

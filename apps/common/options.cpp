@@ -257,12 +257,15 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
   for_each_model_field([&](const nn::ConfigField& field) {
     if (field.is_choice()) {
-      app.add_option_function<std::string>(
-             field.flag, [&o, &field](const std::string& name) { field.set_choice(o.model, name); },
-             field.help)
-          ->default_str(field.text(o.model))
-          ->check(
-              CLI::IsMember(std::vector<std::string>(field.choices.begin(), field.choices.end())));
+      CLI::Option* option =
+          app.add_option_function<std::string>(
+                 field.flag,
+                 [&o, &field](const std::string& name) { field.set_choice(o.model, name); },
+                 field.help)
+              ->default_str(field.text(o.model));
+      if (!field.choices.empty())
+        option->check(
+            CLI::IsMember(std::vector<std::string>(field.choices.begin(), field.choices.end())));
     } else if (field.integer) {
       add_number_flag(app, field.flag, o.model.*field.integer, field.help, flag_range(field.range));
     } else {

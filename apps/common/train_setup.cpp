@@ -146,10 +146,28 @@ void print_model(const nn::TransformerLM& model) {
   const nn::TransformerConfig& c = model.config();
   fmt::print(
       "model: d_model {} | heads {} (kv {}) | layers {} | ff {} | {}-LN | {} | {} | "
-      "dropout {} | {} parameters (embedding {})\n",
+      "dropout {} | {} parameters (embedding {}){}\n",
       c.d_model, c.heads, c.kv(), c.layers, c.ff, nn::name_of(c.norm), nn::name_of(c.position),
       nn::name_of(c.activation), c.dropout, model.num_parameters(),
-      model.embedding->weight.numel());
+      model.embedding ? model.embedding->weight.numel() : 0,
+      c.adaptive()
+          ? fmt::format(" | adaptive softmax {} div {} | input {}",
+                        nn::cutoffs_text(c.adaptive_cutoffs), c.adaptive_div, nn::name_of(c.input))
+          : "");
+}
+
+void order_by_frequency(nn::TransformerLM& model, const Dataset& data) {
+  if (!model.adaptive) return;
+  const std::int64_t vocab = model.config().vocab;
+  const TokenView train = data.tokens("train").ids;
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(vocab), 0);
+  for (std::int64_t i = 0; i < train.size(); ++i) {
+    const std::int64_t id = train[i];
+    KILN_CHECK(id >= 0 && id < vocab, "{}: train token {} is id {}, outside the vocabulary of {}",
+               data.describe(), i, id, vocab);
+    ++counts[static_cast<std::size_t>(id)];
+  }
+  model.adaptive->set_order(nn::AdaptiveSoftmax::frequency_order(counts));
 }
 
 void print_training(const lm::Trainer& trainer, const TrainOptions& o, std::string_view optimizer,

@@ -13,6 +13,7 @@
 
 #include "apps/common/options.h"
 #include "data/corpus.h"
+#include "data/dataset.h"
 #include "lm/trainer.h"
 #include "nn/transformer_lm.h"
 #include "optim/optimizer.h"
@@ -41,6 +42,10 @@ void print_byte_order_marks(const Corpus& corpus, const std::string& data_dir);
 // fit int64 arithmetic and this machine's memory with its gradients and the optimizer's state.
 std::unique_ptr<nn::TransformerLM> make_model(const TrainOptions& options, std::int64_t vocab,
                                               Device device);
+
+// The adaptive softmax's frequency order from the train split's token counts (a model without
+// one is left as it is); a fresh model's, before it trains.
+void order_by_frequency(nn::TransformerLM& model, const Dataset& data);
 
 // --optimizer with its settings over the model's parameters.
 std::unique_ptr<Optimizer> make_optimizer(const nn::TransformerLM& model,

@@ -23,10 +23,10 @@ std::string gemm_environment() {
   const std::string name = value;
   for (const char* valid : {"openblas", "blis", "eigen", "packed", "bf16", "widen"})
     if (name == valid) return name;
-  throw Error(fmt::format(
+  fail(
       "KILN_GEMM={}: not a GEMM path; the valid values are openblas, blis, eigen, packed (one "
       "source for every float32 product) and bf16, widen (the path of bf16 products), or unset",
-      name));
+      name);
 }
 
 namespace {
@@ -130,14 +130,12 @@ Loaded& slot(const std::string& name) {
   return name == "openblas" ? openblas : name == "blis" ? blis : none;
 }
 
-std::string gemm_override() { return gemm_environment(); }
-
 // Whether KILN_GEMM names the path of bf16 products only, leaving float32's sources to the rules.
 bool names_bf16_path(const std::string& value) { return value == "bf16" || value == "widen"; }
 
 // Whether KILN_GEMM forces one float32 source for every product (bf16 products widen into it).
 bool forced_by_environment() {
-  const std::string value = gemm_override();
+  const std::string value = gemm_environment();
   return !value.empty() && !names_bf16_path(value);
 }
 
@@ -146,11 +144,11 @@ bool forced_by_environment() {
 // three GEMMs 7% faster in all, but its threads busy-wait at its own barriers, whatever
 // OMP_WAIT_POLICY says: with more threads than free cores (two programs at once, --threads above
 // the core count, or CTest running tests side by side) a gradient check took 95 s instead of 0.5.
-bool forced_to(const char* name) { return forced_by_environment() && gemm_override() == name; }
+bool forced_to(const char* name) { return forced_by_environment() && gemm_environment() == name; }
 
 const BlasLibrary* choose() {
   if (forced_by_environment() && !forced_to("packed")) {
-    const std::string forced = gemm_override();
+    const std::string forced = gemm_environment();
     return forced == "eigen" ? nullptr : blas_library(forced);
   }
   if (const BlasLibrary* blas = blas_library("openblas")) return blas;
@@ -213,7 +211,7 @@ bool use_packed_gemm(std::int64_t m, std::int64_t n, std::int64_t k) {
 
 Bf16Gemm bf16_gemm() {
   static const Bf16Gemm path =
-      !forced_by_environment() && gemm_override() != "widen" && packed_gemm_bf16_available()
+      !forced_by_environment() && gemm_environment() != "widen" && packed_gemm_bf16_available()
           ? Bf16Gemm::native
           : Bf16Gemm::widened;
   return path;
@@ -224,7 +222,7 @@ namespace {
 // The path of bf16 products in words, and why when it is not the native kernel.
 std::string bf16_gemm_source() {
   if (bf16_gemm() == Bf16Gemm::native) return "bf16 native (" + packed_gemm_bf16_kernel() + ")";
-  const std::string value = gemm_override();
+  const std::string value = gemm_environment();
   if (forced_by_environment()) return "bf16 widened to float32 (KILN_GEMM=" + value + ")";
   if (value == "widen") return "bf16 widened to float32 (KILN_GEMM=widen)";
   if (value == "bf16")

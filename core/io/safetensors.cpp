@@ -106,7 +106,6 @@ std::string escaped(std::string_view text) {
 // ---------------------------------------------------------------------------------------------
 // Reading
 
-// A tensor as the header describes it; begin/end are offsets into the data buffer.
 // IEEE 754 binary16 to float32, exactly (every half is a float): subnormals normalised, infinities
 // and NaNs kept.
 float half_to_float(std::uint16_t h) {
@@ -129,6 +128,7 @@ float half_to_float(std::uint16_t h) {
   return f;
 }
 
+// A tensor as the header describes it; begin/end are offsets into the data buffer.
 struct Entry {
   std::string name;
   DType dtype = DType::f32;
@@ -150,7 +150,7 @@ class Input {
 class InputFile final : public Input {
  public:
   InputFile(const std::string& path, const std::string& where) : where_(where) {
-    OpenedFile file = open_input_file(path, "checkpoint");
+    OpenedFile file = open_input_file(path, "load_safetensors:");
     size_ = file.size();
     fd_ = file.release();
   }
@@ -342,18 +342,23 @@ void check_tiling(std::vector<Entry>& entries, std::uint64_t data_size, const st
              where, data_size - covered, covered);
 }
 
-// kiln's checksum: the CRC-32 of every tensor's bytes, tensors in byte-wise order of their names
-// (not of their data), so that a writer that orders the data otherwise (Python's safetensors
-// sorts it by dtype, then name) keeps it valid.
-std::uint32_t checksum_by_name(std::vector<std::pair<std::string_view, const Tensor*>> tensors) {
+// One tensor's bytes as the file stores them.
+struct StoredBytes {
+  std::string_view name;
+  const void* data;
+  std::uint64_t size;
+};
+
+// kiln's checksum: the CRC-32 of every tensor's bytes as stored in the file (an F16 tensor's
+// halves, not the floats they widen to), tensors in byte-wise order of their names (not of their
+// data), so that a writer that orders the data otherwise (Python's safetensors sorts it by dtype,
+// then name) keeps it valid.
+std::uint32_t checksum_by_name(std::vector<StoredBytes> tensors) {
   std::sort(tensors.begin(), tensors.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+            [](const auto& a, const auto& b) { return a.name < b.name; });
   std::uint32_t checksum = 0;
-  for (const auto& [name, tensor] : tensors) {
-    const std::uint64_t nbytes =
-        static_cast<std::uint64_t>(tensor->numel()) * dtype_size(tensor->dtype());
-    if (nbytes > 0) checksum = crc32(tensor->raw_data(), nbytes, checksum);
-  }
+  for (const StoredBytes& t : tensors)
+    if (t.size > 0) checksum = crc32(t.data, t.size, checksum);
   return checksum;
 }
 
@@ -408,8 +413,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     }
   }
 
-  std::vector<std::pair<std::string_view, const Tensor*>> by_name;
-  for (const Item& item : items) by_name.emplace_back(*item.name, &item.host);
+  std::vector<StoredBytes> by_name;
+  for (const Item& item : items) by_name.push_back({*item.name, item.host.raw_data(), item.nbytes});
   const std::uint32_t checksum = checksum_by_name(by_name);
   Metadata all_metadata = metadata;
   all_metadata.emplace(kChecksumKey, hex8(checksum));
@@ -481,7 +486,11 @@ SafetensorsFile read_safetensors(Input& file, const std::string& where) {
 
   // The entries tile the buffer in this order, so the data is read front to back.
   std::uint32_t file_order_checksum = 0;  // how kiln computed it before the by-name order
-  for (const Entry& e : entries) {
+  // The stored halves of F16 tensors, kept for the by-name checksum when there is one to check
+  // (the tensors themselves hold the widened floats).
+  std::vector<std::vector<std::uint16_t>> stored_halves(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
     Tensor t = empty(e.shape, {.dtype = e.dtype});
     const std::uint64_t nbytes = e.end - e.begin;
     if (nbytes > 0 && e.f16) {
@@ -489,7 +498,8 @@ SafetensorsFile read_safetensors(Input& file, const std::string& where) {
       file.read(halves.data(), nbytes);
       file_order_checksum = crc32(halves.data(), nbytes, file_order_checksum);
       float* out = static_cast<float*>(t.raw_data());
-      for (std::size_t i = 0; i < halves.size(); ++i) out[i] = half_to_float(halves[i]);
+      for (std::size_t k = 0; k < halves.size(); ++k) out[k] = half_to_float(halves[k]);
+      if (expected_checksum) stored_halves[i] = std::move(halves);
     } else if (nbytes > 0) {
       file.read(t.raw_data(), nbytes);
       file_order_checksum = crc32(t.raw_data(), nbytes, file_order_checksum);
@@ -497,8 +507,14 @@ SafetensorsFile read_safetensors(Input& file, const std::string& where) {
     result.tensors.emplace_back(e.name, std::move(t));
   }
   if (expected_checksum && *expected_checksum != file_order_checksum) {
-    std::vector<std::pair<std::string_view, const Tensor*>> by_name;
-    for (const auto& [name, tensor] : result.tensors) by_name.emplace_back(name, &tensor);
+    std::vector<StoredBytes> by_name;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const Entry& e = entries[i];
+      by_name.push_back({e.name,
+                         e.f16 ? static_cast<const void*>(stored_halves[i].data())
+                               : result.tensors[i].second.raw_data(),
+                         e.end - e.begin});
+    }
     const std::uint32_t checksum = checksum_by_name(by_name);
     KILN_CHECK(*expected_checksum == checksum,
                "{}checksum mismatch: the header says {}, the data gives {} (tensors by name; {} "

@@ -14,13 +14,13 @@
 // at a multiple of 8).
 //
 // Metadata is a map of UTF-8 strings (the header's "__metadata__"). save_safetensors adds a
-// "checksum" entry, the CRC-32 (zlib's, core/crc32.h) of the tensors' bytes taken in the byte-wise
-// order of the tensors' names, as 8 lowercase hex digits: another writer that lays the same
-// tensors out in another order (Python's safetensors does) and copies the metadata keeps it valid.
-// load_safetensors verifies it when present, also accepting the CRC-32 of the data buffer in file
-// order (what kiln wrote before), and leaves it out of the metadata it returns. A safetensors file
-// from elsewhere usually has no checksum: it loads, with only the structural checks. A foreign
-// "checksum" entry that is neither is an error.
+// "checksum" entry, the CRC-32 (zlib's, core/crc32.h) of the tensors' bytes as stored (an F16
+// tensor's halves) taken in the byte-wise order of the tensors' names, as 8 lowercase hex digits:
+// another writer that lays the same tensors out in another order (Python's safetensors does) and
+// copies the metadata keeps it valid. load_safetensors verifies it when present, also accepting the
+// CRC-32 of the data buffer in file order (what kiln wrote before), and leaves it out of the
+// metadata it returns. A safetensors file from elsewhere usually has no checksum: it loads, with
+// only the structural checks. A foreign "checksum" entry that is neither is an error.
 //
 // Saving is atomic: a temporary file next to `path` (`<path>.tmp.<pid>.<n>`) is written, fsynced
 // and renamed over `path`, and the folder is fsynced, so `path` always holds either the previous

@@ -283,4 +283,11 @@ TEST_CASE("a valid split too short for one evaluation batch is refused at start-
   INFO(fewer.output);
   CHECK(fewer.status == 0);
   CHECK_THAT(fewer.output, Contains("valid ppl"));
+  // One token fills no column at all: no --eval-batch-size helps, so none is suggested.
+  dir.write("valid.txt", "\n");
+  const RunResult one = run(tiny_train(dir) + " --steps 4 --eval-every 2 --eval-batch-size 1");
+  INFO(one.output);
+  CHECK(one.status == 1);
+  CHECK_THAT(one.output, Contains("the valid split has 1 token, too short to evaluate") &&
+                             !Contains("lower --eval-batch-size"));
 }

@@ -1,5 +1,6 @@
 // Op-table rows for the ops a transformer needs: softmax family, layer_norm, cross_entropy,
-// causal_attention, index_select/embedding, dropout, where/masked_fill, cat/split.
+// causal_attention, index_select/embedding, dropout, where/masked_fill, cat/split, the LM heads
+// (linear_cross_entropy, the adaptive softmax).
 #include "core/kiln.h"
 #include "tests/harness/op_table.h"
 
@@ -459,6 +460,78 @@ const bool linear_cross_entropy_row = [] {
                 {"targets of the wrong shape",
                  [] {
                    linear_cross_entropy(ones({2, 3}), ones({4, 3}), ids({0}, {1}));
+                 }}},
+               1e-4});
+  return true;
+}();
+}  // namespace
+
+namespace {
+// An adaptive softmax over 10 ranks: a shortlist of 3, cluster 0 of 3 words (width 2), cluster 1
+// of 4 (width 1); inputs x, head, P_0, O_0, P_1, O_1 (and the targets).
+Inputs adaptive_inputs(DType d, Generator& g, std::int64_t rows) {
+  return Inputs{u({rows, 4}, d, g), u({5, 4}, d, g), u({2, 4}, d, g),
+                u({3, 2}, d, g),    u({1, 4}, d, g), u({4, 1}, d, g)};
+}
+AdaptiveSoftmaxWeights adaptive_weights(const Inputs& x) {
+  return {x[1], {x[2], x[4]}, {x[3], x[5]}};
+}
+
+const bool adaptive_softmax_loss_row = [] {
+  register_op(
+      {"adaptive_softmax_loss",
+       [](const Inputs& x) { return adaptive_softmax_loss(x[0], adaptive_weights(x), x[6]); },
+       {{"every cluster",
+         [](DType d, Generator& g) {
+           Inputs x = adaptive_inputs(d, g, 7);
+           x.push_back(ids({0, 4, 9, 2, 6, 3, 7}, {7}));
+           return x;
+         }},
+        {"an empty cluster and ignored rows",
+         [](DType d, Generator& g) {
+           Inputs x = adaptive_inputs(d, g, 5);
+           x.push_back(ids({1, -100, 8, 2, -100}, {5}));
+           return x;
+         }}},
+       {{"target out of range",
+         [] {
+           Inputs x = adaptive_inputs(DType::f32, default_generator(), 2);
+           adaptive_softmax_loss(x[0], adaptive_weights(x), ids({0, 10}, {2}));
+         }},
+        {"every target ignored",
+         [] {
+           Inputs x = adaptive_inputs(DType::f32, default_generator(), 2);
+           adaptive_softmax_loss(x[0], adaptive_weights(x), ids({-100, -100}, {2}));
+         }},
+        {"a cluster's output does not match its projection",
+         [] {
+           Inputs x = adaptive_inputs(DType::f32, default_generator(), 2);
+           adaptive_softmax_loss(x[0], {x[1], {x[2], x[4]}, {x[5], x[3]}}, ids({0, 1}, {2}));
+         }},
+        {"a head without a shortlist",
+         [] {
+           Inputs x = adaptive_inputs(DType::f32, default_generator(), 2);
+           adaptive_softmax_loss(x[0], {x[1].narrow(0, 0, 2), {x[2], x[4]}, {x[3], x[5]}},
+                                 ids({0, 1}, {2}));
+         }},
+        {"targets of the wrong shape",
+         [] {
+           Inputs x = adaptive_inputs(DType::f32, default_generator(), 2);
+           adaptive_softmax_loss(x[0], adaptive_weights(x), ids({0}, {1}));
+         }}},
+       1e-4});
+  register_op({"adaptive_log_softmax",
+               [](const Inputs& x) { return adaptive_log_softmax(x[0], adaptive_weights(x)); },
+               {{"rows", [](DType d, Generator& g) { return adaptive_inputs(d, g, 3); }}},
+               {{"x of the wrong width",
+                 [] {
+                   Inputs x = adaptive_inputs(DType::f32, default_generator(), 2);
+                   adaptive_log_softmax(ones({2, 3}), adaptive_weights(x));
+                 }},
+                {"projections without outputs",
+                 [] {
+                   Inputs x = adaptive_inputs(DType::f32, default_generator(), 2);
+                   adaptive_log_softmax(x[0], {x[1], {x[2], x[4]}, {x[3]}});
                  }}},
                1e-4});
   return true;

@@ -139,3 +139,22 @@ TEST_CASE("KILN_GEMM refuses a value that names no GEMM path, naming the valid o
   CHECK(gemm_environment().empty());
   if (before != nullptr) ::setenv("KILN_GEMM", saved.c_str(), 1);
 }
+
+// scripts/isa_check.sh runs the GEMM layouts under each KILN_GEMM source with this case beside
+// them: a library that is missing would otherwise leave Eigen in its place, silently.
+TEST_CASE("a KILN_GEMM that forces a source is the one the GEMM uses", "[gemm][gemm_source]") {
+  if (!forced_by_environment()) {
+    std::puts("skipped: KILN_GEMM does not force a float32 source");
+    return;
+  }
+  const std::string forced = gemm_environment();
+  INFO("KILN_GEMM=" << forced << "; the GEMM: " << cpu_gemm_source());
+  const BlasLibrary* blas = gemm_library();
+  if (forced == "openblas" || forced == "blis") {
+    REQUIRE(blas != nullptr);
+    CHECK(blas->name == forced);
+  } else if (forced == "eigen") {
+    CHECK(blas == nullptr);
+  }
+  CHECK(cpu_gemm_source().starts_with(forced == "eigen" ? "eigen;" : forced + " ("));
+}

@@ -372,6 +372,24 @@ TEST_CASE("errors/prepare: bad text stops the step before any file is written") 
   CHECK_FALSE(std::filesystem::exists(out + "/tokenizer.json"));
 }
 
+TEST_CASE("errors/prepare: an --out whose dataset names are not regular files is refused") {
+  // Found by review: only the names were checked, so a folder named train.bin passed and was
+  // deleted with the old dataset.
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "text");
+  dir.write("text/train.txt", "the cat sat\n");
+  dir.write("text/valid.txt", "a cat\n");
+  dir.write("text/test.txt", "the end\n");
+  const std::string out = dir.file("ds");
+  std::filesystem::create_directories(out + "/train.bin");
+  dir.write("ds/train.bin/mine.txt", "mine");
+  CHECK_THAT(error_message([&] {
+               prepare_dataset({.inputs = {dir.file("text")}, .out = out, .tokenizer = "char"});
+             }),
+             Contains("train.bin (not a regular file)") && Contains("give a folder of its own"));
+  CHECK(std::filesystem::exists(out + "/train.bin/mine.txt"));
+}
+
 TEST_CASE("a text folder encoded with a tokenizer counts its bytes and words") {
   TempDir dir;
   dir.write("train.txt", "a b c\nd e\n");

@@ -261,6 +261,51 @@ const std::map<std::string, std::vector<Family>>& error_cases() {
                   {"ignore_index", -100}});
         },
     };
+    // A shortlist of 2 and one cluster of 2 words (width 2): V = 4, x (2, 3).
+    const auto adaptive = [](Builder& b, const Shape& output, const json& targets) {
+      json args = {b.input({2, 3}), b.input({3, 3}), b.input({2, 3}), b.input(output)};
+      const bool loss = !targets.is_null();
+      if (loss) {
+        const auto t = targets.get<std::vector<std::int64_t>>();
+        args.push_back(b.ids_of({static_cast<std::int64_t>(t.size())}, t));
+      }
+      json node = {{"op", loss ? "adaptive_softmax_loss" : "adaptive_log_softmax"}, {"args", args}};
+      if (loss) node["ignore_index"] = -100;
+      b.node(node);
+    };
+    t["adaptive_softmax_loss"] = {
+        [adaptive](Builder& b) {
+          b.why = "target_out_of_range";
+          adaptive(b, {2, 2}, {0, 4});
+        },
+        [adaptive](Builder& b) {
+          b.why = "negative_target";
+          adaptive(b, {2, 2}, {-1, 0});
+        },
+        [adaptive](Builder& b) {
+          b.why = "every_target_ignored";
+          adaptive(b, {2, 2}, {-100, -100});
+        },
+        [adaptive](Builder& b) {
+          b.why = "output_not_matching_projection";
+          adaptive(b, {2, 1}, {0, 3});
+        },
+        [adaptive](Builder& b) {
+          b.why = "targets_wrong_shape";
+          adaptive(b, {2, 2}, {0});
+        },
+    };
+    t["adaptive_log_softmax"] = {
+        [adaptive](Builder& b) {
+          b.why = "output_not_matching_projection";
+          adaptive(b, {2, 1}, json());
+        },
+        [](Builder& b) {
+          b.why = "head_without_shortlist";
+          b.node({{"op", "adaptive_log_softmax"},
+                  {"args", {b.input({2, 3}), b.input({1, 3}), b.input({2, 3}), b.input({2, 2})}}});
+        },
+    };
     t["index_select"] = {
         [](Builder& b) {
           b.why = "id_out_of_range";

@@ -200,6 +200,18 @@ std::vector<Step> final_steps() {
         return b.node(
             {{"op", "linear_cross_entropy"}, {"args", {c, w, t}}, {"ignore_index", -100}});
       },
+      [](Builder& b, const std::string& c) {  // a shortlist of 1 or 2 and one cluster
+        const Shape& sh = b.shape(c);
+        if (sh.size() != 2 || sh[0] == 0) return false;
+        const std::int64_t shortlist = b.rng.range(1, 2), width = b.rng.range(1, 2),
+                           words = b.rng.range(1, 3);
+        const std::string head = fresh(b, c, {shortlist + 1, sh[1]});
+        const std::string p = fresh(b, c, {width, sh[1]}), o = fresh(b, c, {words, width});
+        const std::string t = targets(b, {sh[0]}, shortlist + words, -100);
+        return b.node({{"op", "adaptive_softmax_loss"},
+                       {"args", {c, head, p, o, t}},
+                       {"ignore_index", -100}});
+      },
   };
 }
 

@@ -45,6 +45,22 @@ Generator node_generator(const json& node) {
   return Generator(node.at("seed").get<std::uint64_t>());
 }
 
+// An adaptive softmax's weights from its arguments x, head, P_0, O_0, ..., P_n-1, O_n-1 (then
+// the targets, for the loss: `clusters_end` is where the cluster pairs stop).
+AdaptiveSoftmaxWeights adaptive_weights(const Args& a, std::size_t clusters_end, const json& node) {
+  if (a.size() < 2 || clusters_end < 2 || clusters_end > a.size() || clusters_end % 2 != 0)
+    throw std::invalid_argument(
+        fmt::format("differential: {} takes x, head, then a projection and an output per "
+                    "cluster, not {} arguments",
+                    node.at("op").get<std::string>(), a.size()));
+  AdaptiveSoftmaxWeights w{a[1], {}, {}};
+  for (std::size_t i = 2; i < clusters_end; i += 2) {
+    w.projections.push_back(a[i]);
+    w.outputs.push_back(a[i + 1]);
+  }
+  return w;
+}
+
 const std::map<std::string, OpFn>& ops() {
   static const std::map<std::string, OpFn> table = [] {
     std::map<std::string, OpFn> t;
@@ -128,6 +144,14 @@ const std::map<std::string, OpFn>& ops() {
     t["linear_cross_entropy"] = [](const json& n, const Args& a, Tensor*) {
       arity(a, 3, 3, n);
       return linear_cross_entropy(a[0], a[1], a[2], param(n, "ignore_index"));
+    };
+    t["adaptive_softmax_loss"] = [](const json& n, const Args& a, Tensor*) {
+      const std::size_t targets = a.empty() ? 0 : a.size() - 1;
+      return adaptive_softmax_loss(a.at(0), adaptive_weights(a, targets, n), a[targets],
+                                   param(n, "ignore_index"));
+    };
+    t["adaptive_log_softmax"] = [](const json& n, const Args& a, Tensor*) {
+      return adaptive_log_softmax(a.at(0), adaptive_weights(a, a.size(), n));
     };
     t["index_select"] = [](const json& n, const Args& a, Tensor*) {
       arity(a, 2, 2, n);

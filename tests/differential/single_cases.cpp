@@ -223,6 +223,29 @@ void linear_cross_entropy_case(Builder& b) {
   b.node({{"op", "linear_cross_entropy"}, {"args", {x, w, t}}, {"ignore_index", ignore}});
 }
 
+// An adaptive softmax (core/ops/adaptive_softmax.h): a shortlist of 1 to 3 ranks and 1 or 2
+// clusters of width d_i 1 to 3 and 1 to 4 words each; the loss's targets spread over all V
+// ranks, some ignored.
+void adaptive_softmax_case(Builder& b, const std::string& op) {
+  const std::int64_t rows = b.rng.range(1, 4), d = b.rng.range(1, 4);
+  const std::int64_t shortlist = b.rng.range(1, 3), clusters = b.rng.range(1, 2);
+  json args = {b.input({rows, d}), b.input({shortlist + clusters, d})};
+  std::int64_t classes = shortlist;
+  for (std::int64_t i = 0; i < clusters; ++i) {
+    const std::int64_t width = b.rng.range(1, 3), words = b.rng.range(1, 4);
+    args.push_back(b.input({width, d}));
+    args.push_back(b.input({words, width}));
+    classes += words;
+  }
+  if (op == "adaptive_log_softmax") {
+    b.node({{"op", op}, {"args", args}});
+    return;
+  }
+  const std::int64_t ignore = b.rng.chance(0.7) ? -100 : b.rng.range(0, classes - 1);
+  args.push_back(targets(b, {rows}, classes, ignore));
+  b.node({{"op", op}, {"args", args}, {"ignore_index", ignore}});
+}
+
 void index_select_case(Builder& b) {
   Shape s = random_shape(b.rng, 1);
   const auto rank = static_cast<std::int64_t>(s.size());
@@ -389,6 +412,8 @@ const std::map<std::string, Family>& single_cases() {
     t["layer_norm"] = layer_norm_case;
     t["cross_entropy"] = cross_entropy_case;
     t["linear_cross_entropy"] = linear_cross_entropy_case;
+    for (const char* op : {"adaptive_softmax_loss", "adaptive_log_softmax"})
+      t[op] = [op](Builder& b) { adaptive_softmax_case(b, op); };
     t["index_select"] = index_select_case;
     t["embedding"] = embedding_case;
     t["dropout"] = dropout_case;

@@ -8,8 +8,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/autocast.h"
 #include "core/kiln.h"
+#include "data/bpe_tokenizer.h"
 #include "data/char_tokenizer.h"
 #include "data/corpus.h"
 #include "data/word_tokenizer.h"
@@ -142,6 +145,18 @@ TEST_CASE("Hugging Face folders kiln cannot read exactly are refused, naming the
         {"\"activation_function\": \"silu\"", "activation_function 'silu'"},
         {"\"layer_norm_epsilon\": 1e-06", "layer_norm_epsilon"},
         {"\"model_type\": \"llama\"", "model_type"},
+        {"\"add_cross_attention\": true", "add_cross_attention"},
+        {"\"embd_pdrop\": 0.1", "embd_pdrop 0.1 differs from resid_pdrop 0"},
+        // Fields of the wrong JSON type: each a kiln::Error naming config.json and the field.
+        {"\"activation_function\": 3", "config.json: 'activation_function' is 3, not a string"},
+        {"\"model_type\": 2", "model_type is 2"},
+        {"\"n_head\": \"2\"", "config.json: 'n_head' is missing or not a positive integer"},
+        {"\"n_inner\": 6.5", "config.json: 'n_inner' is missing or not a positive integer"},
+        {"\"resid_pdrop\": \"0\"", "config.json: 'resid_pdrop' is \"0\", not a number"},
+        {"\"tie_word_embeddings\": 1", "config.json: 'tie_word_embeddings' is 1, not a boolean"},
+        // 4 x n_embd (n_inner null) would overflow int64 before the config is validated.
+        {"\"n_embd\": 4611686018427387904",
+         "config.json: n_inner (null: 4 x n_embd) overflows int64 (4 x 4611686018427387904)"},
     };
     for (const auto& [field, message] : cases) {
       INFO(field);
@@ -192,6 +207,22 @@ TEST_CASE("Hugging Face folders kiln cannot read exactly are refused, naming the
     fs::remove(copy.dir / "tokenizer.json");
     CHECK_THROWS_WITH(lm::read_transformer_checkpoint(copy.dir.string()),
                       Contains("no tokenizer.json, nor vocab.json and merges.txt"));
+  }
+  SECTION("sharded weights") {
+    Copy copy("sharded");
+    fs::rename(copy.dir / "model.safetensors", copy.dir / "model-00001-of-00001.safetensors");
+    std::ofstream(copy.dir / "model.safetensors.index.json")
+        << R"({"metadata": {}, "weight_map": {}})";
+    CHECK_THROWS_WITH(lm::read_transformer_checkpoint(copy.dir.string()),
+                      Contains("sharded weights (model.safetensors.index.json) are not read"));
+  }
+  SECTION("a config.json problem is named as such, not as a corpus's") {
+    Copy copy("empty");
+    std::ofstream(copy.dir / "config.json", std::ios::trunc).flush();
+    CHECK_THROWS_WITH(lm::read_transformer_checkpoint(copy.dir.string()),
+                      Contains("Hugging Face config.json: '") &&
+                          Contains("config.json' is empty") && !Contains("corpus") &&
+                          !Contains("paragraph"));
   }
 }
 
@@ -249,6 +280,61 @@ TEST_CASE("kiln-export --format hf writes the committed folder that transformers
   CHECK(back.config.to_json() == ckpt.config.to_json());
   for (std::size_t i = 0; i < ckpt.model.size(); ++i)
     CHECK(compare_exact(back.model[i].second, ckpt.model[i].second).ok);
+}
+
+TEST_CASE("kiln-export --format hf writes kiln's tokenizer.json and null ids without an end token",
+          "[lm][huggingface]") {
+  lm::TransformerCheckpoint ckpt =
+      lm::read_transformer_checkpoint(export_golden("kiln_gpt2.safetensors"));
+  const fs::path out = fs::temp_directory_path() / ("kiln_hf_no_eot" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  // The vocabulary in id order, as kiln writes it (a parsed nlohmann::json would sort it).
+  lm::write_hugging_face_gpt2(ckpt, out.string());
+  CHECK(read_bytes(out / "tokenizer.json") == ckpt.tokenizer->to_json() + "\n");
+
+  // The same tokenizer without its added "<|endoftext|>": absent ids would be transformers'
+  // default 50256, outside this 263-token vocabulary, so they are written as null.
+  nlohmann::ordered_json tokenizer = nlohmann::ordered_json::parse(ckpt.tokenizer->to_json());
+  tokenizer["added_tokens"] = nlohmann::ordered_json::array();
+  ckpt.tokenizer = std::make_shared<BpeTokenizer>(BpeTokenizer::from_json(tokenizer.dump(), "t"));
+  lm::write_hugging_face_gpt2(ckpt, out.string());
+  const nlohmann::json config = nlohmann::json::parse(read_bytes(out / "config.json"));
+  for (const char* key : {"bos_token_id", "eos_token_id"}) {
+    INFO(key);
+    REQUIRE(config.contains(key));
+    CHECK(config[key].is_null());
+  }
+  fs::remove_all(out);
+}
+
+TEST_CASE("kiln-export --format hf replaces an existing folder whole or leaves it as it was",
+          "[lm][huggingface]") {
+  // Found by review: the three files were renamed in one by one, so an export that failed at
+  // the third left the first two new beside an old one; and a folder that could not be created
+  // threw a bare std::filesystem_error.
+  const lm::TransformerCheckpoint ckpt =
+      lm::read_transformer_checkpoint(export_golden("kiln_gpt2.safetensors"));
+  const fs::path out = fs::temp_directory_path() / ("kiln_hf_whole" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  fs::create_directories(out / "tokenizer.json");
+  std::ofstream(out / "config.json") << "old";
+  std::ofstream(out / "model.safetensors") << "old";
+  CHECK_THROWS_WITH(lm::write_hugging_face_gpt2(ckpt, out.string()),
+                    Contains("kiln-export --out " + out.string()) &&
+                        Contains("tokenizer.json (not a regular file)"));
+  CHECK(read_bytes(out / "config.json") == "old");
+  CHECK(read_bytes(out / "model.safetensors") == "old");
+  fs::remove(out / "tokenizer.json");
+  std::ofstream(out / "tokenizer.json") << "old";
+  lm::write_hugging_face_gpt2(ckpt, out.string());
+  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json"})
+    CHECK(read_bytes(out / file) == read_bytes(export_golden("gpt2/") + file));
+  // Under a file, no folder can be made: a kiln::Error naming the flag.
+  CHECK_THROWS_WITH(lm::write_hugging_face_gpt2(ckpt, (out / "config.json" / "sub").string()),
+                    Contains("kiln-export --out " + (out / "config.json" / "sub").string()));
+  fs::remove_all(out);
+  CHECK_FALSE(
+      fs::exists(out.parent_path() / fmt::format(".{}.kiln-export.lock", out.filename().string())));
 }
 
 TEST_CASE("kiln-export --format hf refuses what GPT-2 cannot express, with the reason",

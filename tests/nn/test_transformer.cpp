@@ -152,16 +152,35 @@ TEST_CASE("learned positions add their table's rows, the embedding scale is sqrt
   manual_seed(3);
   TransformerConfig config = tiny(1, 1, PositionKind::learned, NormPlacement::pre);
   config.embedding_scale = EmbeddingScale::none;
-  TransformerLM model(config);
-  model.eval();
   const Tensor ids = random_ids({1, 4}, 13, 2);
-  // Through the KV cache the rows P[past..past+T) are added: the cached run equals the full one.
-  std::vector<KVCache> caches = model.new_caches();
-  const Tensor full = model.forward(ids);
-  model.forward(ids.narrow(1, 0, 2), &caches);
-  const Tensor tail = model.forward(ids.narrow(1, 2, 2), &caches);
-  const NearResult same = compare(tail, full.narrow(1, 2, 2), 1e-5, 1e-6);
-  CHECK(same.ok);
+  for (const auto& [scale, s] :
+       {std::pair{EmbeddingScale::none, 1.0}, std::pair{EmbeddingScale::sqrt_d, std::sqrt(8.0)}}) {
+    INFO("scale " << s);
+    TransformerConfig c = config;
+    c.embedding_scale = scale;
+    TransformerLM model(c);
+    model.eval();
+    // The blocks' sublayers write zeros into the residual stream (W_O, W_2 and their biases 0)
+    // and the final norm is skipped: hidden() is then the blocks' input, X_0 = s E[ids] +
+    // P[past..past+T), through the KV cache too.
+    {
+      NoGradGuard no_grad;
+      for (const auto& [name, p] : model.named_parameters())
+        if (name.find(".attn.out.") != std::string::npos ||
+            name.find(".ffn.fc2.") != std::string::npos)
+          p.zero_();
+    }
+    model.norm = nullptr;
+    const Tensor E = model.embedding->weight, P = model.position_embedding->weight;
+    const auto expected = [&](const Tensor& part, std::int64_t past) {
+      return embedding(E, part) * s + P.narrow(0, past, part.size(1));
+    };
+    CHECK(compare(model.hidden(ids), expected(ids, 0), 1e-6, 1e-7).ok);
+    std::vector<KVCache> caches = model.new_caches();
+    model.hidden(ids.narrow(1, 0, 2), &caches);
+    const Tensor tail = ids.narrow(1, 2, 2);
+    CHECK(compare(model.hidden(tail, &caches), expected(tail, 2), 1e-6, 1e-7).ok);
+  }
   TransformerConfig scaled = config;
   scaled.embedding_scale = EmbeddingScale::sqrt_d;
   CHECK(TransformerConfig::from_json(scaled.to_json()).embedding_scale == EmbeddingScale::sqrt_d);

@@ -300,6 +300,34 @@ TEST_CASE("a file from elsewhere without checksum or metadata loads", "[io][safe
   REQUIRE(value_bytes(file.tensors[1].second) == Bytes{8, 9, 10, 11, 12, 13, 14, 15});
 }
 
+TEST_CASE("an F16 file's checksum is over its stored halves, in name order", "[io][safetensors]") {
+  // Found by review: the file-order CRC was over the halves but the by-name one over the widened
+  // floats, so an F16 file whose data is not in name order was called corrupt.
+  ScratchDir dir;
+  const std::string path = dir.file("half.safetensors");
+  // Data buffer bytes 0..7: "b" (halves 0x0100, 0x0302) first, then "a" (0x0504, 0x0706).
+  const std::uint8_t a[4] = {4, 5, 6, 7}, b[4] = {0, 1, 2, 3};
+  const std::uint32_t by_name = crc32(b, 4, crc32(a, 4));
+  write_file(path, raw_safetensors(
+                       fmt::format(R"({{"__metadata__":{{"checksum":"{:08x}"}},)"
+                                   R"("b":{{"dtype":"F16","shape":[2],"data_offsets":[0,4]}},)"
+                                   R"("a":{{"dtype":"F16","shape":[2],"data_offsets":[4,8]}}}})",
+                                   by_name),
+                       8));
+  const SafetensorsFile file = load_safetensors(path);
+  REQUIRE(file.tensors.size() == 2);
+  CHECK(file.tensors[0].first == "b");
+  CHECK(file.tensors[1].second.dtype() == DType::f32);
+  // A wrong checksum is still caught.
+  write_file(path, raw_safetensors(
+                       fmt::format(R"({{"__metadata__":{{"checksum":"{:08x}"}},)"
+                                   R"("b":{{"dtype":"F16","shape":[2],"data_offsets":[0,4]}},)"
+                                   R"("a":{{"dtype":"F16","shape":[2],"data_offsets":[4,8]}}}})",
+                                   by_name ^ 1),
+                       8));
+  CHECK_THROWS_WITH(load_safetensors(path), Catch::Contains("checksum mismatch"));
+}
+
 namespace {
 
 struct Corruption {

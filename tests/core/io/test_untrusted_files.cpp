@@ -76,6 +76,9 @@ TEST_CASE("a FIFO given as a checkpoint is refused at once, without waiting for 
   watchdog.join();
   CHECK_FALSE(rescued);
   CHECK_THAT(message, Contains(fifo) && Contains("not a regular file"));
+  // Named as the safetensors reader's error, whoever the caller (a Hugging Face folder's
+  // model.safetensors is no kiln checkpoint).
+  CHECK_THAT(message, Contains("load_safetensors: " + fifo) && !Contains("checkpoint " + fifo));
 }
 
 // Before: the rename of the temporary file replaced whatever the path named: a FIFO, a symbolic
