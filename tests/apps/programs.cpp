@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 
@@ -30,6 +31,11 @@ std::vector<std::string> RunResult::lines() const {
   std::istringstream in(output);
   for (std::string line; std::getline(in, line);) out.push_back(line);
   return out;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
 }
 
 RunResult run(const std::string& command) {

@@ -1,7 +1,7 @@
 // Helpers for the tests of the example programs: run a built program (train_lm, train_custom,
 // eval_ppl, generate, attention_maps) as a user would and capture what it prints, write a tiny
 // corpus, and pick lines out of the output. The programs' paths come from the build (KILN_TRAIN_LM,
-// KILN_TRAIN_CUSTOM, KILN_EVAL_PPL, KILN_GENERATE, KILN_ATTENTION_MAPS).
+// KILN_TRAIN_CUSTOM, KILN_EVAL_PPL, KILN_GENERATE, KILN_ATTENTION_MAPS, KILN_PREPARE, KILN_EXPORT).
 #pragma once
 
 #include <sys/types.h>
@@ -23,11 +23,21 @@ inline const std::string kTrainCustom = KILN_TRAIN_CUSTOM;
 inline const std::string kEvalPpl = KILN_EVAL_PPL;
 inline const std::string kGenerate = KILN_GENERATE;
 inline const std::string kAttentionMaps = KILN_ATTENTION_MAPS;
+inline const std::string kPrepare = KILN_PREPARE;
+inline const std::string kExport = KILN_EXPORT;
 
 // A tiny model and run (9k parameters, B 8 × T 16) that trains in well under a second.
 inline const std::string kTinyFlags =
     "--d-model 32 --heads 2 --layers 1 --ff 64 --seq-len 16 --batch-size 8 --lr 3e-3 "
     "--time-budget 0";
+
+// train_lm on the tiny corpus in `dir` with the tiny model, one thread; callers append flags.
+inline std::string tiny_train(const TempDir& dir) {
+  return kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags + " --threads 1";
+}
+
+// The whole content of a file, or "" when it cannot be read.
+std::string file_bytes(const std::string& path);
 
 struct RunResult {
   int status;          // the exit status, or −N after death by signal N

@@ -15,7 +15,6 @@ using namespace kiln::testing;
 
 namespace {
 
-const std::string kAttentionMaps = KILN_ATTENTION_MAPS;
 const std::string kPython = "/usr/bin/python3";
 
 // Tokens that need escaping, an unknown word ("zebra") and plain words: 9 tokens.

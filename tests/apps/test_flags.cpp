@@ -9,15 +9,6 @@
 
 using namespace kiln::testing;
 
-namespace {
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-}  // namespace
-
 TEST_CASE("bad flags exit with a status below 128 and a message naming the flag") {
   TempDir dir;
   write_tiny_corpus(dir.path().string());

@@ -12,8 +12,6 @@ using namespace kiln::testing;
 
 namespace {
 
-const std::string kGenerate = KILN_GENERATE;
-
 ProgramRun generate(const TempDir& dir, const std::vector<std::string>& args) {
   std::vector<std::string> all{"--checkpoint", dir.file("tiny.safetensors"), "--threads", "2"};
   all.insert(all.end(), args.begin(), args.end());

@@ -20,19 +20,6 @@ using namespace kiln;
 using namespace kiln::testing;
 using Catch::Contains;
 
-namespace {
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-std::string tiny_train(const TempDir& dir) {
-  return kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags + " --threads 1";
-}
-
-}  // namespace
-
 TEST_CASE("train_lm refuses a --save target that exists and is not a regular file",
           "[examples][hostile]") {
   TempDir dir;

@@ -20,9 +20,6 @@ using Catch::Contains;
 
 namespace {
 
-const std::string kPrepare = KILN_PREPARE;
-const std::string kExport = KILN_EXPORT;
-
 std::string folder_a() { return source_path("tests/golden/hf_gpt2/a"); }
 
 }  // namespace

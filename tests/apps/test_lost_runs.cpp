@@ -23,19 +23,6 @@ using namespace kiln;
 using namespace kiln::testing;
 using Catch::Contains;
 
-namespace {
-
-std::string tiny_train(const TempDir& dir) {
-  return kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags + " --threads 1";
-}
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-}  // namespace
-
 TEST_CASE("a full --metrics disk: the run saves its state, then fails naming --metrics",
           "[examples][hostile]") {
   // Before: exit 1 at the first metrics row, no checkpoint although --save's disk had room.

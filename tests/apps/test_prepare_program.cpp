@@ -16,8 +16,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-const std::string kPrepare = KILN_PREPARE;
-
 // About 20 KB of varied text with accents, CJK and CRLF line ends.
 std::string small_text() {
   std::string text;

@@ -10,10 +10,6 @@ namespace {
 
 using Inputs = std::vector<Tensor>;
 
-Tensor u(const Shape& shape, DType dtype, Generator& gen, double lo = -2.0, double hi = 2.0) {
-  return uniform(shape, lo, hi, {dtype}, &gen);
-}
-
 // Binary samples: equal shapes, broadcasting either way and both ways, a 0-dim operand,
 // transposed and sliced operands.
 std::vector<OpSample> binary_samples(double lo = -2.0, double hi = 2.0) {

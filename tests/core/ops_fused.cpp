@@ -11,10 +11,6 @@ namespace {
 
 using Inputs = std::vector<Tensor>;
 
-Tensor u(const Shape& shape, DType dtype, Generator& gen, double lo = -2.0, double hi = 2.0) {
-  return uniform(shape, lo, hi, {dtype}, &gen);
-}
-
 Tensor ids(const std::vector<std::int64_t>& values, const Shape& shape) {
   return from_vector(values, shape);
 }

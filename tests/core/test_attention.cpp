@@ -12,6 +12,7 @@
 #include "core/philox.h"
 #include "tests/harness/gradcheck.h"
 #include "tests/harness/near.h"
+#include "tests/harness/op_table.h"
 
 using namespace kiln;
 using namespace kiln::testing;
@@ -74,10 +75,6 @@ void require_same(const Fn& fused, const Fn& reference, const std::vector<Tensor
     INFO("gradient of input " << i);
     REQUIRE_NEAR(a[i].grad(), b[i].grad(), rtol, atol);
   }
-}
-
-Tensor u(const Shape& shape, DType dtype, Generator& gen) {
-  return uniform(shape, -2.0, 2.0, {dtype}, &gen);
 }
 
 const Config kSquare[] = {

@@ -27,11 +27,9 @@ using namespace kiln::testing;
 
 namespace {
 
-constexpr double u = 1.0 / 256.0;      // bf16's unit roundoff, 2^-8
-constexpr double kFloat32Slop = 1e-6;  // float32 arithmetic around the bound, relative
+constexpr double kRoundoff = 1.0 / 256.0;  // u: bf16's unit roundoff, 2^-8
+constexpr double kFloat32Slop = 1e-6;      // float32 arithmetic around the bound, relative
 
-Tensor widened(const Tensor& t) { return t.to(DType::f32); }
-Tensor rounded(const Tensor& t) { return t.to(DType::bf16); }
 Tensor leaf(const Tensor& t) { return widened(t).detach().clone().requires_grad_(); }
 std::vector<double> values(const Tensor& t) {
   return t.to(DType::f64).contiguous().reshape({-1}).to_vector<double>();
@@ -82,12 +80,12 @@ TEST_CASE("bf16 unary ops compute in float32 and return bf16, and backward as fl
   const Tensor dy = randn({6, 37}, {}, &gen);
   const std::vector<UnaryCase> cases = {
       {"neg", [](const Tensor& x) { return neg(x); }, false, 0, 0, 1},
-      {"exp", [](const Tensor& x) { return exp(x); }, false, u, 0, 0},
+      {"exp", [](const Tensor& x) { return exp(x); }, false, kRoundoff, 0, 0},
       {"log", [](const Tensor& x) { return log(x); }, true, 0, 0, 0},
-      {"sqrt", [](const Tensor& x) { return sqrt(x); }, true, 1.01 * u, 0, 0},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }, true, 1.01 * kRoundoff, 0, 0},
       // tanh' = 1 - y^2 off by (2u + u^2) y^2 <= 3u; sigmoid' = y (1 - y) by at most 1.01 u.
-      {"tanh", [](const Tensor& x) { return tanh(x); }, false, 0, 3 * u, 1},
-      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, false, 0, 1.01 * u, 0.25},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, false, 0, 3 * kRoundoff, 1},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, false, 0, 1.01 * kRoundoff, 0.25},
       {"relu", [](const Tensor& x) { return relu(x); }, false, 0, 0, 1},
       {"gelu (tanh)", [](const Tensor& x) { return gelu(x, GeluApproximation::tanh); }, false, 0, 0,
        1.13},
@@ -98,7 +96,7 @@ TEST_CASE("bf16 unary ops compute in float32 and return bf16, and backward as fl
       {"mul scalar", [](const Tensor& x) { return x * 0.3; }, false, 0, 0, 0.3},
       {"div scalar", [](const Tensor& x) { return x / 7.0; }, false, 0, 0, 0},
       {"rsub", [](const Tensor& x) { return rsub(1.5, x); }, false, 0, 0, 0},
-      {"rdiv", [](const Tensor& x) { return rdiv(2.0, x); }, true, 1.01 * u, 0, 0},
+      {"rdiv", [](const Tensor& x) { return rdiv(2.0, x); }, true, 1.01 * kRoundoff, 0, 0},
   };
   for (const UnaryCase& c : cases) {
     INFO(c.name);
@@ -124,8 +122,8 @@ TEST_CASE("bf16 unary ops compute in float32 and return bf16, and backward as fl
       std::vector<double> bound = values(exact);
       const std::vector<double> xs = values(x);
       for (std::size_t i = 0; i < bound.size(); ++i)
-        bound[i] = c.lipschitz * u * std::abs(xs[i]) +
-                   (u + kFloat32Slop) * std::abs(bound[i]) * (1 + c.lipschitz * u);
+        bound[i] = c.lipschitz * kRoundoff * std::abs(xs[i]) +
+                   (kRoundoff + kFloat32Slop) * std::abs(bound[i]) * (1 + c.lipschitz * kRoundoff);
       REQUIRE_WITHIN(y, exact, bound);
     }
   }
@@ -167,7 +165,7 @@ TEST_CASE("bf16 binary ops: bf16 with bf16 gives bf16, bf16 with float32 gives f
   std::vector<double> bound = values(a32.expand({5, 4, 7}));
   const std::vector<double> sums = values(a32 + b32);
   for (std::size_t i = 0; i < bound.size(); ++i)
-    bound[i] = u * std::abs(bound[i]) + kFloat32Slop * std::abs(sums[i]);
+    bound[i] = kRoundoff * std::abs(bound[i]) + kFloat32Slop * std::abs(sums[i]);
   REQUIRE_WITHIN(rounded(a32) + b32, a32 + b32, bound);
   // Comparisons of bf16 give bf16 ones and zeros.
   const Tensor equal = eq(bb, bb);
@@ -190,7 +188,7 @@ TEST_CASE("bf16 reductions sum in float32 and return float32", "[bf16][reduction
   // Against float32 on unrounded inputs: a sum moves by at most u sum |x|.
   const Tensor x32 = randn({4, 50, 3}, {}, &gen);
   std::vector<double> bound = values(sum(where(lt(x32, zeros({})), neg(x32), x32), {1}));
-  for (double& b : bound) b = (u + kFloat32Slop) * b;
+  for (double& b : bound) b = (kRoundoff + kFloat32Slop) * b;
   REQUIRE_WITHIN(sum(rounded(x32), {1}), sum(x32, {1}), bound);
   const Tensor l = leaf(x), r = leaf(x);
   (sum(l.to(DType::bf16) * 2.0, {0, 2}) * 3.0).sum().backward();
@@ -220,7 +218,7 @@ TEST_CASE("bf16 dropout: the float32 mask on the bf16 values, drawn again for th
   Generator fourth(99), fifth(99);
   const Tensor exact = dropout(x32, 0.3, true, &fourth);
   std::vector<double> bound = values(exact);
-  for (double& b : bound) b = (2 * u + u * u + kFloat32Slop) * std::abs(b);
+  for (double& b : bound) b = (2 * kRoundoff + kRoundoff * kRoundoff + kFloat32Slop) * std::abs(b);
   REQUIRE_WITHIN(dropout(rounded(x32), 0.3, true, &fifth), exact, bound);
   REQUIRE(first.offset() == second.offset());
 }
@@ -259,7 +257,7 @@ TEST_CASE("bf16 softmax: float32 arithmetic, a bf16 result, within bf16's bound 
       m = std::max(m, std::abs(xs[r * cols + c]));
       weighted += std::abs(gs[r * cols + c]) * ye[r * cols + c];
     }
-    const double eta = (std::exp(2 * u * m) - 1) * (1 + u) + u;
+    const double eta = (std::exp(2 * kRoundoff * m) - 1) * (1 + kRoundoff) + kRoundoff;
     for (std::int64_t c = 0; c < cols; ++c) {
       const std::int64_t i = r * cols + c;
       bound[i] = (eta + kFloat32Slop) * ye[i];
@@ -309,8 +307,9 @@ TEST_CASE("bf16 layer_norm: float32 statistics and result, x saved in bf16", "[b
     for (std::int64_t c = 0; c < cols; ++c) {
       const std::int64_t i = r0 * cols + c;
       const double xhat = (xs[i] - mu) / sigma;
-      bound[i] = std::abs(gs[c]) * 2 * u * m * (1 + std::abs(xhat)) / (sigma - 2 * u * m) +
-                 kFloat32Slop * (std::abs(ys[i]) + 1);
+      bound[i] =
+          std::abs(gs[c]) * 2 * kRoundoff * m * (1 + std::abs(xhat)) / (sigma - 2 * kRoundoff * m) +
+          kFloat32Slop * (std::abs(ys[i]) + 1);
     }
   }
   REQUIRE_WITHIN(y, exact, bound);
@@ -339,7 +338,7 @@ TEST_CASE("bf16 cross_entropy: float32 loss and gradient, logits saved in bf16",
   (cross_entropy(r, targets) * 2.0).backward();
   REQUIRE_EXACT(l.grad(), r.grad());
   // Against float32: logsumexp and the target's logit each move by at most u max|x|.
-  const double bound = 2 * u * max_abs(logits32) + kFloat32Slop;
+  const double bound = 2 * kRoundoff * max_abs(logits32) + kFloat32Slop;
   REQUIRE(std::abs(loss.item<float>() - cross_entropy(logits32, targets).item<float>()) <= bound);
 }
 
@@ -376,13 +375,13 @@ TEST_CASE(
     REQUIRE_EXACT(out, rounded(sums));
     // The materializing path (attention maps) computes the same in float32 with other sums.
     REQUIRE(materialized.dtype() == DType::bf16);
-    REQUIRE(relative_error(widened(materialized), widened(out)) <= 2 * u);
+    REQUIRE(relative_error(widened(materialized), widened(out)) <= 2 * kRoundoff);
     out.backward(dy);
     REQUIRE(l.grad().dtype() == DType::f32);
     const Tensor r = leaf(projected);
     causal_attention(r, heads, kv_heads).backward(dy);
     // Its backward reads the rounded Y where float32's reads Y (in D = rowsum(dY * Y)).
-    REQUIRE(relative_error(l.grad(), r.grad()) <= 4 * u);
+    REQUIRE(relative_error(l.grad(), r.grad()) <= 4 * kRoundoff);
 
     // Against float32 on unrounded operands, per query i of a head (scale s = 1/sqrt(d)):
     // S_ij moves by at most delta_ij = s (2u + u^2) (|q_i| . |k_j|), so the probabilities A_ij
@@ -407,7 +406,7 @@ TEST_CASE(
             double qk = 0;
             for (std::int64_t c = 0; c < d; ++c)
               qk += at(i, h * d + c) * at(j, (heads + g) * d + c);
-            delta = std::max(delta, scale * (2 * u + u * u) * qk);
+            delta = std::max(delta, scale * (2 * kRoundoff + kRoundoff * kRoundoff) * qk);
           }
           const double alpha = std::exp(2 * delta) - 1;
           for (std::int64_t c = 0; c < d; ++c) {
@@ -416,10 +415,10 @@ TEST_CASE(
               av += a[((b * heads + h) * T + i) * T + j] * at(j, (heads + kv_heads + g) * d + c);
             const std::size_t o = (b * T + i) * heads * d + h * d + c;
             // A of the rounded inputs is within (1 + alpha) of float32's, hence the extra factor.
-            bound[o] =
-                ((alpha * (1 + u) + u) * av * (1 + alpha) + (u + kFloat32Slop) * std::abs(y[o])) *
-                    1.001 +
-                1e-7;
+            bound[o] = ((alpha * (1 + kRoundoff) + kRoundoff) * av * (1 + alpha) +
+                        (kRoundoff + kFloat32Slop) * std::abs(y[o])) *
+                           1.001 +
+                       1e-7;
           }
         }
       }
@@ -515,7 +514,7 @@ TEST_CASE("decoding under autocast: the KV cache holds bf16, and matches the unc
     }
     // The same bf16 roundings of the same values, summed in other orders: the logits agree to
     // a few bf16 steps of the hidden states.
-    REQUIRE(relative_error(stepped, whole) <= 4 * u);
+    REQUIRE(relative_error(stepped, whole) <= 4 * kRoundoff);
     // A rewound cache (length 0) is made again at another precision; a filled one refuses it.
     const Autocast float32(Precision::f32);
     REQUIRE_THROWS_WITH(model.forward(ids.narrow(1, 0, 1), &caches),

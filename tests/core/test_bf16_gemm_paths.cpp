@@ -21,8 +21,10 @@
 #include "core/cpu/blas_library.h"
 #include "core/cpu/packed_gemm_bf16.h"
 #include "core/kiln.h"
+#include "tests/core/gemm_operands.h"
 
 using namespace kiln;
+using namespace kiln::testing;
 
 namespace {
 
@@ -47,17 +49,7 @@ bool skip(Path path) {
   return true;
 }
 
-struct Product {
-  std::int64_t m, n, k;
-  bool trans_a, trans_b;
-  float alpha, beta;
-};
-
-// Operands with `pad` unused elements after each row: the float32 values, their bf16 roundings
-// (what the products multiply), and C's initial values.
-struct Operands {
-  std::int64_t lda, ldb, ldc;
-  std::vector<float> a, b, c;
+struct Bf16Operands : GemmOperands {
   std::vector<bf16> a16, b16;
 };
 
@@ -67,26 +59,14 @@ std::vector<bf16> rounded(const std::vector<float>& x) {
   return out;
 }
 
-Operands operands(const Product& p, std::int64_t pad, std::uint64_t seed) {
-  Generator gen(seed);
-  auto values = [&](std::int64_t rows, std::int64_t ld) {
-    return uniform({rows * ld}, -1, 1, {}, &gen).to_vector<float>();
-  };
-  Operands o;
-  o.lda = (p.trans_a ? p.m : p.k) + pad;
-  o.ldb = (p.trans_b ? p.k : p.n) + pad;
-  o.ldc = p.n + pad;
-  o.a = values(p.trans_a ? p.k : p.m, o.lda);
-  o.b = values(p.trans_b ? p.n : p.k, o.ldb);
-  o.c = values(p.m, o.ldc);
+Bf16Operands bf16_operands(const GemmProduct& p, std::int64_t pad, std::uint64_t seed) {
+  Bf16Operands o{gemm_operands(p, pad, seed)};
   o.a16 = rounded(o.a), o.b16 = rounded(o.b);
-  // beta 0 must not read C: NaN there would show in the result.
-  if (p.beta == 0.0f) std::fill(o.c.begin(), o.c.end(), std::numeric_limits<float>::quiet_NaN());
   return o;
 }
 
 // The product's arguments, A and B read as bf16 or as float32 rounded by the GEMM.
-GemmArgs args_of(const Product& p, const Operands& o, std::vector<float>& c, bool round_a,
+GemmArgs args_of(const GemmProduct& p, const Bf16Operands& o, std::vector<float>& c, bool round_a,
                  bool round_b) {
   GemmArgs g;
   g.bf16_operands = true;
@@ -100,12 +80,13 @@ GemmArgs args_of(const Product& p, const Operands& o, std::vector<float>& c, boo
   return g;
 }
 
-void check_against_float64(Path path, const Product& p, std::int64_t pad, bool round_a,
+void check_against_float64(Path path, const GemmProduct& p, std::int64_t pad, bool round_a,
                            bool round_b) {
   INFO(name_of(path) << ": m " << p.m << " n " << p.n << " k " << p.k << " trans_a " << p.trans_a
                      << " trans_b " << p.trans_b << " alpha " << p.alpha << " beta " << p.beta
                      << " pad " << pad << " round_a " << round_a << " round_b " << round_b);
-  const Operands o = operands(p, pad, static_cast<std::uint64_t>(p.m * 131 + p.n * 7 + p.k));
+  const Bf16Operands o =
+      bf16_operands(p, pad, static_cast<std::uint64_t>(p.m * 131 + p.n * 7 + p.k));
   std::vector<float> got = o.c;
   REQUIRE(run_on(path, args_of(p, o, got, round_a, round_b)));
   for (std::int64_t i = 0; i < p.m; ++i)
@@ -172,8 +153,8 @@ TEST_CASE("bf16 GEMM paths read a float32 operand as its bf16 rounding, bit for 
     for (const bool trans_a : {false, true})
       for (const bool trans_b : {false, true}) {
         INFO(name_of(path) << " trans_a " << trans_a << " trans_b " << trans_b);
-        const Product p{45, 70, 67, trans_a, trans_b, 1.0f, 0.0f};
-        Operands o = operands(p, 2, 5);
+        const GemmProduct p{45, 70, 67, trans_a, trans_b, 1.0f, 0.0f};
+        Bf16Operands o = bf16_operands(p, 2, 5);
         o.a[3] = 1.5e-39f;  // a float32 subnormal, rounded to a bf16 subnormal
         o.b[7] = 1.00390625f + std::ldexp(1.0f, -9);  // a tie between two bf16 values
         o.a16 = rounded(o.a), o.b16 = rounded(o.b);
@@ -207,8 +188,8 @@ TEST_CASE("the native bf16 kernel sums like VDPBF16PS, one pair after another in
   // One block of k: every element of C is the chain c = 0; for each pair p in order:
   // c = VDPBF16PS(c, a_{2p}, a_{2p+1}, b_{2p}, b_{2p+1}), an odd k padded with 0. That pins the
   // kernel's order down to the last bit, with the pair's rounding the instruction's own.
-  const Product p{30, 50, 99, false, true, 1.0f, 0.0f};
-  const Operands o = operands(p, 0, 17);
+  const GemmProduct p{30, 50, 99, false, true, 1.0f, 0.0f};
+  const Bf16Operands o = bf16_operands(p, 0, 17);
   std::vector<float> got = o.c;
   packed_gemm_bf16(args_of(p, o, got, false, false));
   for (std::int64_t i = 0; i < p.m; ++i)
@@ -227,8 +208,8 @@ TEST_CASE("the widening path is the float32 GEMM of the widened operands, bit fo
   for (const bool trans_a : {false, true})
     for (const bool trans_b : {false, true}) {
       INFO("trans_a " << trans_a << " trans_b " << trans_b);
-      const Product p{300, 4200, 96, trans_a, trans_b, 1.0f, 0.0f};
-      const Operands o = operands(p, 0, 13);
+      const GemmProduct p{300, 4200, 96, trans_a, trans_b, 1.0f, 0.0f};
+      const Bf16Operands o = bf16_operands(p, 0, 13);
       std::vector<float> widened = o.c;
       gemm_bf16_widened(args_of(p, o, widened, false, trans_b));
       // The same product through the backend's float32 GEMM, on the operands' float32 values.
@@ -246,9 +227,9 @@ TEST_CASE("bf16 GEMM paths give the same bits run after run at 1, 2 and 3 thread
           "[gemm][bf16][determinism]") {
   // Wide enough for several column tasks per thread, and tall with several row tasks per thread
   // (the native kernel's two schedules), k in two blocks.
-  for (const Product& p : {Product{250, 5000, 1500, false, true, 1.0f, 0.0f},
-                           Product{2000, 300, 1100, true, false, 1.0f, 0.0f}}) {
-    const Operands o = operands(p, 0, 11);
+  for (const GemmProduct& p : {GemmProduct{250, 5000, 1500, false, true, 1.0f, 0.0f},
+                               GemmProduct{2000, 300, 1100, true, false, 1.0f, 0.0f}}) {
+    const Bf16Operands o = bf16_operands(p, 0, 11);
     for (const Path path : {Path::native, Path::widened}) {
       if (skip(path)) continue;
       auto run = [&] {
@@ -276,8 +257,8 @@ TEST_CASE("the native bf16 kernel runs a batch of small products one per thread,
   if (skip(Path::native)) return;
   // 7 products of 20 x 24 x 38 (op(B) repeated: stride 0), against each product alone (19 pairs
   // of k: each thread's panels start at a size that is no multiple of a cache line).
-  const Product p{20, 24, 38, true, false, 1.0f, 0.0f};
-  const Operands one = operands(p, 0, 23);
+  const GemmProduct p{20, 24, 38, true, false, 1.0f, 0.0f};
+  const Bf16Operands one = bf16_operands(p, 0, 23);
   Generator gen(29);
   const std::int64_t batch = 7, size_a = p.k * p.m;
   const std::vector<bf16> a =
@@ -311,8 +292,8 @@ TEST_CASE("the backend's bf16 GEMM takes the path bf16_gemm names, and the banne
     CHECK(source.find("bf16 widened to float32") != std::string::npos);
   }
   // The backend's GEMM gives the chosen path's bits.
-  const Product p{40, 300, 72, false, true, 1.0f, 0.0f};
-  const Operands o = operands(p, 0, 31);
+  const GemmProduct p{40, 300, 72, false, true, 1.0f, 0.0f};
+  const Bf16Operands o = bf16_operands(p, 0, 31);
   std::vector<float> backend = o.c, alone = o.c;
   backend_for(Device::cpu()).gemm(args_of(p, o, backend, false, true));
   REQUIRE(run_on(bf16_gemm() == Bf16Gemm::native ? Path::native : Path::widened,

@@ -28,9 +28,6 @@ namespace {
 constexpr double kUnitRoundoff = 1.0 / 256.0;  // 2^-8
 constexpr double kProductError = 2 * kUnitRoundoff + kUnitRoundoff * kUnitRoundoff;
 
-Tensor widened(const Tensor& t) { return t.to(DType::f32); }
-Tensor rounded(const Tensor& t) { return t.to(DType::bf16); }
-
 // Checks |actual - exact| <= (2u + u^2 + k 2^-24) (|A| |B|) entry by entry, where `magnitude` is
 // |A| |B| (float64) and k the inner dim.
 void require_within_bf16_bound(const Tensor& actual, const Tensor& exact, const Tensor& magnitude,

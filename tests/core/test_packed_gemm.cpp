@@ -15,41 +15,14 @@
 #include "core/cpu/blas_library.h"
 #include "core/cpu/packed_gemm.h"
 #include "core/kiln.h"
+#include "tests/core/gemm_operands.h"
 
 using namespace kiln;
+using namespace kiln::testing;
 
 namespace {
 
-struct Product {
-  std::int64_t m, n, k;
-  bool trans_a, trans_b;
-  float alpha, beta;
-};
-
-// Stored operands with `pad` unused floats after each row, and C's initial values.
-struct Operands {
-  std::int64_t lda, ldb, ldc;
-  std::vector<float> a, b, c;
-};
-
-Operands operands(const Product& p, std::int64_t pad, std::uint64_t seed) {
-  Generator gen(seed);
-  auto values = [&](std::int64_t rows, std::int64_t ld) {
-    return uniform({rows * ld}, -1, 1, {}, &gen).to_vector<float>();
-  };
-  Operands o;
-  o.lda = (p.trans_a ? p.m : p.k) + pad;
-  o.ldb = (p.trans_b ? p.k : p.n) + pad;
-  o.ldc = p.n + pad;
-  o.a = values(p.trans_a ? p.k : p.m, o.lda);
-  o.b = values(p.trans_b ? p.n : p.k, o.ldb);
-  o.c = values(p.m, o.ldc);
-  // beta 0 must not read C: NaN there would show in the result.
-  if (p.beta == 0.0f) std::fill(o.c.begin(), o.c.end(), std::numeric_limits<float>::quiet_NaN());
-  return o;
-}
-
-std::vector<float> packed(const Product& p, const Operands& o) {
+std::vector<float> packed(const GemmProduct& p, const GemmOperands& o) {
   std::vector<float> c = o.c;
   GemmArgs g;
   g.m = p.m, g.n = p.n, g.k = p.k;
@@ -62,10 +35,11 @@ std::vector<float> packed(const Product& p, const Operands& o) {
   return c;
 }
 
-void check_against_float64(const Product& p, std::int64_t pad) {
+void check_against_float64(const GemmProduct& p, std::int64_t pad) {
   INFO("m " << p.m << " n " << p.n << " k " << p.k << " trans_a " << p.trans_a << " trans_b "
             << p.trans_b << " alpha " << p.alpha << " beta " << p.beta << " pad " << pad);
-  const Operands o = operands(p, pad, static_cast<std::uint64_t>(p.m * 131 + p.n * 7 + p.k));
+  const GemmOperands o =
+      gemm_operands(p, pad, static_cast<std::uint64_t>(p.m * 131 + p.n * 7 + p.k));
   const std::vector<float> got = packed(p, o);
   for (std::int64_t i = 0; i < p.m; ++i)
     for (std::int64_t j = 0; j < p.n; ++j) {
@@ -137,8 +111,8 @@ TEST_CASE("the packed GEMM with k 0 scales C by beta", "[gemm]") {
 TEST_CASE("the packed GEMM gives the same bits for 1, 2 and 3 threads", "[gemm][determinism]") {
   if (skip_unbuilt()) return;
   // Wide enough for several column tasks per thread, and k in two blocks.
-  const Product p{250, 5000, 700, false, true, 1.0f, 0.0f};
-  const Operands o = operands(p, 0, 11);
+  const GemmProduct p{250, 5000, 700, false, true, 1.0f, 0.0f};
+  const GemmOperands o = gemm_operands(p, 0, 11);
   set_num_threads(3);
   const std::vector<float> reference = packed(p, o);
   for (const int threads : {1, 2, 3}) {
@@ -163,8 +137,8 @@ TEST_CASE("the backend's GEMM takes the packed kernel for the shapes its rule na
   Generator gen(3);
   const Tensor h = uniform({256, 64}, -1, 1, {}, &gen), e = uniform({4096, 64}, -1, 1, {}, &gen);
   const Tensor product = matmul(h, e.t());
-  const Product p{256, 4096, 64, false, true, 1.0f, 0.0f};
-  Operands o{64, 64, 4096, h.to_vector<float>(), e.to_vector<float>(), {}};
+  const GemmProduct p{256, 4096, 64, false, true, 1.0f, 0.0f};
+  GemmOperands o{64, 64, 4096, h.to_vector<float>(), e.to_vector<float>(), {}};
   o.c.assign(256 * 4096, 0.0f);
   // KILN_GEMM=bf16|widen leaves float32's sources to the rules; any other value forces one.
   const char* gemm = std::getenv("KILN_GEMM");
@@ -180,8 +154,8 @@ TEST_CASE("the packed GEMM streams a large aligned C and gives the same bits as 
   // 520 x 32784 floats (68 MB, over the streaming threshold): written with non-temporal stores at
   // a 64-byte aligned C whose rows are whole cache lines, with plain stores one float further on.
   const std::int64_t m = 520, n = 32770, k = 24, ldc = 32784;
-  const Product p{m, n, k, false, true, 1.0f, 0.0f};
-  const Operands o = operands(p, 0, 21);
+  const GemmProduct p{m, n, k, false, true, 1.0f, 0.0f};
+  const GemmOperands o = gemm_operands(p, 0, 21);
   const Tensor storage = zeros({m * ldc + 16});
   auto run = [&](std::int64_t offset) {
     GemmArgs g;

@@ -26,7 +26,7 @@ const Case kCases[] = {
     {1, 3, 1, 65, 65, 200, 0.2},   {2, 8, 2, 96, 96, 32, 0.0},
 };
 
-double tolerance(DType dtype) { return dtype == DType::f32 ? 2e-5 : 1e-12; }
+double attention_tolerance(DType dtype) { return dtype == DType::f32 ? 2e-5 : 1e-12; }
 
 struct Result {
   Tensor out, dq, dk, dv;
@@ -59,7 +59,7 @@ TEST_CASE("cuda/tiled attention matches the CPU, forward and backward", "[cuda][
       const Result cpu = run(c, q.cpu, k.cpu, v.cpu, w.cpu);
       const Result gpu = run(c, q.gpu, k.gpu, v.gpu, w.gpu);
       // Elementwise with an absolute term: at T 1, dQ is rounding noise around 0 on both devices.
-      const double tol = tolerance(dtype);
+      const double tol = attention_tolerance(dtype);
       REQUIRE_NEAR(gpu.out, cpu.out, tol, tol);
       REQUIRE_NEAR(gpu.dq, cpu.dq, tol, tol);
       REQUIRE_NEAR(gpu.dk, cpu.dk, tol, tol);

@@ -41,12 +41,12 @@ using namespace kiln::testing;
 
 namespace {
 
-struct Case {
+struct MmaCase {
   std::int64_t batch, heads, kv, queries, keys, d;
 };
 
 // Output and gradients, as float64 on the CPU.
-struct Result {
+struct MmaResult {
   Tensor out, dq, dk, dv;
 };
 
@@ -57,8 +57,8 @@ Tensor bf16_values(const Tensor& t) { return t.to(DType::bf16).to(DType::f32); }
 
 // causal_attention_heads on leaves with q, k, v's values (float32, or float64 for the reference),
 // the output gradient w; under autocast the op reads bf16 operands and returns bf16.
-Result fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& w, bool autocast,
-             double dropout = 0.0, std::uint64_t seed = 7) {
+MmaResult fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& w, bool autocast,
+                double dropout = 0.0, std::uint64_t seed = 7) {
   const Tensor ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(),
                vl = v.detach().requires_grad_();
   Generator gen(seed);
@@ -72,7 +72,8 @@ Result fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& w,
 }
 
 // The same attention step by step under autocast (docs/attention.md's table): bf16 S, A and Y.
-Result composed(const Case& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& w) {
+MmaResult composed(const MmaCase& c, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Tensor& w) {
   const Tensor ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(),
                vl = v.detach().requires_grad_();
   const std::int64_t group = c.heads / c.kv;
@@ -103,11 +104,11 @@ double max_error(const Tensor& actual, const Tensor& expected) {
   return worst;
 }
 
-struct Operands {
+struct MmaOperands {
   Tensor q, k, v, w;  // float32 on the CPU, bf16 values
 };
 
-Operands operands(const Case& c, std::uint64_t seed) {
+MmaOperands operands(const MmaCase& c, std::uint64_t seed) {
   Generator gen(seed);
   return {bf16_values(uniform({c.batch, c.heads, c.queries, c.d}, -2, 2, {}, &gen)),
           bf16_values(uniform({c.batch, c.kv, c.keys, c.d}, -2, 2, {}, &gen)),
@@ -115,12 +116,12 @@ Operands operands(const Case& c, std::uint64_t seed) {
           bf16_values(uniform({c.batch, c.queries, c.heads * c.d}, -1, 1, {}, &gen))};
 }
 
-Operands on_gpu(const Operands& o) {
+MmaOperands on_gpu(const MmaOperands& o) {
   const Device cuda = Device::cuda();
   return {o.q.to(cuda), o.k.to(cuda), o.v.to(cuda), o.w.to(cuda)};
 }
 
-const Case kCases[] = {
+const MmaCase kMmaCases[] = {
     {2, 4, 4, 70, 70, 64},   // MHA, T past one tile
     {1, 4, 2, 65, 65, 32},   // GQA
     {2, 3, 1, 33, 33, 128},  // MQA
@@ -140,15 +141,15 @@ TEST_CASE(
     "[cuda][attention]") {
   if (!cuda_available_or_skip()) return;
   const PoisonScope poison;
-  for (const Case& c : kCases) {
+  for (const MmaCase& c : kMmaCases) {
     INFO(fmt::format("B {} heads {} kv {} T_q {} T_k {} d {}", c.batch, c.heads, c.kv, c.queries,
                      c.keys, c.d));
-    const Operands cpu = operands(c, 100 + c.d), gpu = on_gpu(cpu);
-    const Result exact = fused(cpu.q.to(DType::f64), cpu.k.to(DType::f64), cpu.v.to(DType::f64),
-                               cpu.w.to(DType::f64), false);
-    const Result tensor_cores = fused(gpu.q, gpu.k, gpu.v, gpu.w, true);
-    const Result cpu_fused = fused(cpu.q, cpu.k, cpu.v, cpu.w, true);
-    const Result cpu_steps = composed(c, cpu.q, cpu.k, cpu.v, cpu.w);
+    const MmaOperands cpu = operands(c, 100 + c.d), gpu = on_gpu(cpu);
+    const MmaResult exact = fused(cpu.q.to(DType::f64), cpu.k.to(DType::f64), cpu.v.to(DType::f64),
+                                  cpu.w.to(DType::f64), false);
+    const MmaResult tensor_cores = fused(gpu.q, gpu.k, gpu.v, gpu.w, true);
+    const MmaResult cpu_fused = fused(cpu.q, cpu.k, cpu.v, cpu.w, true);
+    const MmaResult cpu_steps = composed(c, cpu.q, cpu.k, cpu.v, cpu.w);
     const double e_out = max_error(tensor_cores.out, exact.out);
     const double e_out_cpu = max_error(cpu_fused.out, exact.out);
     INFO(fmt::format("Y: tensor cores {:.3g}, CPU fused {:.3g}, CPU steps {:.3g}", e_out, e_out_cpu,
@@ -170,10 +171,10 @@ TEST_CASE("cuda/tensor-core attention gives the same bits run after run, in any 
           "[cuda][attention]") {
   if (!cuda_available_or_skip()) return;
   const PoisonScope poison;
-  const Case c{1, 4, 2, 70, 75, 64};
-  const Operands gpu = on_gpu(operands(c, 5));
-  const Result first = fused(gpu.q, gpu.k, gpu.v, gpu.w, true, 0.2);
-  const Result second = fused(gpu.q, gpu.k, gpu.v, gpu.w, true, 0.2);
+  const MmaCase c{1, 4, 2, 70, 75, 64};
+  const MmaOperands gpu = on_gpu(operands(c, 5));
+  const MmaResult first = fused(gpu.q, gpu.k, gpu.v, gpu.w, true, 0.2);
+  const MmaResult second = fused(gpu.q, gpu.k, gpu.v, gpu.w, true, 0.2);
   REQUIRE_EXACT(second.out, first.out);
   REQUIRE_EXACT(second.dq, first.dq);
   REQUIRE_EXACT(second.dk, first.dk);
@@ -183,7 +184,7 @@ TEST_CASE("cuda/tensor-core attention gives the same bits run after run, in any 
   // process if any byte differs (a missing __syncthreads, or a race between a block's threads).
   const emulator::ThreadOrder before = emulator::thread_order();
   emulator::set_thread_order(emulator::ThreadOrder::check);
-  const Result checked = fused(gpu.q, gpu.k, gpu.v, gpu.w, true, 0.2);
+  const MmaResult checked = fused(gpu.q, gpu.k, gpu.v, gpu.w, true, 0.2);
   emulator::set_thread_order(before);
   REQUIRE_EXACT(checked.out, first.out);
   REQUIRE_EXACT(checked.dq, first.dq);
@@ -197,17 +198,17 @@ TEST_CASE("cuda/tensor-core attention drops exactly the CPU's probabilities", "[
   const PoisonScope poison;
   // V = the identity: Y[t][j] = A[t][j] Z[t][j], 0 exactly where (t, j) is dropped (A > 0 on the
   // visible keys). 100 keys over two key tiles, queries at the end of a cache of 10.
-  const Case c{2, 2, 1, 90, 100, 128};
-  Operands cpu = operands(c, 9);
+  const MmaCase c{2, 2, 1, 90, 100, 128};
+  MmaOperands cpu = operands(c, 9);
   cpu.v = zeros({c.batch, c.kv, c.keys, c.d});
   for (std::int64_t b = 0; b < c.batch; ++b)
     for (std::int64_t j = 0; j < c.keys; ++j)
       cpu.v.select(0, b).select(0, 0).select(0, j).select(0, j).fill_(1.0);
-  const Operands gpu = on_gpu(cpu);
+  const MmaOperands gpu = on_gpu(cpu);
   for (const double p : {0.1, 0.5}) {
     INFO("p " << p);
-    const Result on_cpu = fused(cpu.q, cpu.k, cpu.v, cpu.w, true, p, 21);
-    const Result on_cuda = fused(gpu.q, gpu.k, gpu.v, gpu.w, true, p, 21);
+    const MmaResult on_cpu = fused(cpu.q, cpu.k, cpu.v, cpu.w, true, p, 21);
+    const MmaResult on_cuda = fused(gpu.q, gpu.k, gpu.v, gpu.w, true, p, 21);
     const std::vector<double> y_cpu = on_cpu.out.to_vector<double>();
     const std::vector<double> y_cuda = on_cuda.out.to_vector<double>();
     std::int64_t dropped = 0, kept = 0;
@@ -234,8 +235,8 @@ TEST_CASE("cuda/tensor-core attention outside autocast returns float32 from bf16
           "[cuda][attention]") {
   if (!cuda_available_or_skip()) return;
   const PoisonScope poison;
-  const Case c{1, 2, 2, 50, 50, 64};
-  const Operands cpu = operands(c, 13), gpu = on_gpu(cpu);
+  const MmaCase c{1, 2, 2, 50, 50, 64};
+  const MmaOperands cpu = operands(c, 13), gpu = on_gpu(cpu);
   const Tensor q = gpu.q.to(DType::bf16), k = gpu.k.to(DType::bf16), v = gpu.v.to(DType::bf16);
   const Tensor out = causal_attention_heads(q, k, v);
   REQUIRE(out.dtype() == DType::f32);
@@ -295,8 +296,8 @@ TEST_CASE(
 TEST_CASE("cuda/tensor-core attention reads bf16 Q, K, V without float32 copies",
           "[cuda][attention]") {
   if (!cuda_available_or_skip()) return;
-  const Case c{1, 4, 4, 128, 128, 64};
-  const Operands gpu = on_gpu(operands(c, 17));
+  const MmaCase c{1, 4, 4, 128, 128, 64};
+  const MmaOperands gpu = on_gpu(operands(c, 17));
   const Tensor ql = gpu.q.detach().requires_grad_(), kl = gpu.k.detach().requires_grad_(),
                vl = gpu.v.detach().requires_grad_();
   const std::size_t elements = static_cast<std::size_t>(ql.numel());  // of each of Q, K, V, Y

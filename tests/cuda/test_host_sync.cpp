@@ -29,7 +29,7 @@ using namespace kiln::testing;
 
 namespace {
 
-constexpr std::int64_t kLogEvery = 5, kSteps = 10;
+constexpr std::int64_t kLogEvery = 5, kSyncSteps = 10;
 
 // Both counters of waits: the backend's and the emulated runtime's (on a real GPU, the backend's
 // twice: the driver keeps no such count).
@@ -71,7 +71,7 @@ void write_corpus(const TempDir& dir) {
 }
 
 // The default model's architecture (post-LN, ReLU, sinusoids, dropout 0.1) at a size the
-// emulator runs in seconds, trained kSteps steps with AdamW and clipping on `device`; with
+// emulator runs in seconds, trained kSyncSteps steps with AdamW and clipping on `device`; with
 // `poisoned`, one weight is NaN, so every step's loss is.
 struct Outcome {
   WaitCounter counter;
@@ -99,7 +99,7 @@ Outcome train_on(Device device, bool poisoned = false) {
                       {.batch_size = 2,
                        .seq_len = 8,
                        .clip = 1.0,
-                       .steps = kSteps,
+                       .steps = kSyncSteps,
                        .log_every = kLogEvery,
                        .eval_every = 0,
                        .device = device});
@@ -123,8 +123,8 @@ TEST_CASE("cuda/a training step makes no host synchronisation between log interv
   REQUIRE(gpu_run.error.empty());
   REQUIRE(gpu_run.reason == lm::StopReason::steps);
   const WaitCounter& gpu = gpu_run.counter;
-  REQUIRE(gpu.after_step.size() == static_cast<std::size_t>(kSteps));
-  for (std::int64_t step = 2; step <= kSteps; ++step) {
+  REQUIRE(gpu.after_step.size() == static_cast<std::size_t>(kSyncSteps));
+  for (std::int64_t step = 2; step <= kSyncSteps; ++step) {
     const Waits before = gpu.after_step[step - 2], after = gpu.after_step[step - 1];
     const bool log_step = step % kLogEvery == 0;
     INFO("step " << step);
@@ -148,7 +148,7 @@ TEST_CASE("cuda/a training step makes no host synchronisation between log interv
     CHECK(std::isfinite(gpu.interval_losses[i]));
     CHECK(near(gpu.interval_losses[i], cpu.interval_losses[i], 1e-4, 1e-4));
   }
-  CHECK(cpu.read == std::vector<bool>(kSteps, true));
+  CHECK(cpu.read == std::vector<bool>(kSyncSteps, true));
 }
 
 TEST_CASE("cuda/a non-finite step stops the run at the next log step, naming it",

@@ -32,7 +32,7 @@ using Ids = std::vector<std::int64_t>;
 
 namespace {
 
-const std::string kBpeDir = std::string(KILN_TEST_SOURCE_DIR) + "/tests/data/bpe/";
+const std::string kBpeSamples = std::string(KILN_TEST_SOURCE_DIR) + "/tests/data/bpe/";
 
 std::string file_bytes(const std::string& path) { return read_text_file(path); }
 
@@ -229,7 +229,7 @@ TEST_CASE("errors/inputs: every reader refuses a FIFO or a folder at once, namin
 TEST_CASE("errors/tokenizer: an id far beyond the tokens is refused, not std::bad_alloc") {
   // Found by a probe and by fuzz_tokenizer_json's seed broken-bpe-large-id: the reader grew its
   // tables to the id first.
-  std::string json = file_bytes(kBpeDir + "hf_tokenizer.json");
+  std::string json = file_bytes(kBpeSamples + "hf_tokenizer.json");
   const std::size_t at = json.find("\"!\": 0,");
   REQUIRE(at != std::string::npos);
   json.replace(at, 6, "\"!\": 1000000000");
@@ -240,30 +240,31 @@ TEST_CASE("errors/tokenizer: an id far beyond the tokens is refused, not std::ba
 TEST_CASE("the prepare step: three files, BPE, decoded back to the exact text") {
   TempDir dir;
   const std::string out = dir.file("ds");
-  const PrepareResult r = prepare_dataset({.train = kBpeDir + "train.txt",
-                                           .valid = kBpeDir + "sample.txt",
-                                           .test = kBpeDir + "sample.txt",
+  const PrepareResult r = prepare_dataset({.train = kBpeSamples + "train.txt",
+                                           .valid = kBpeSamples + "sample.txt",
+                                           .test = kBpeSamples + "sample.txt",
                                            .out = out,
                                            .vocab_size = 600,
                                            .threads = 2});
   CHECK(r.tokenizer_kind == "bpe");
   CHECK(r.vocab_size == 600);
   // The trained tokenizer is the committed one (the golden tests' kiln_tokenizer.json).
-  CHECK(file_bytes(out + "/tokenizer.json") == file_bytes(kBpeDir + "kiln_tokenizer.json"));
+  CHECK(file_bytes(out + "/tokenizer.json") == file_bytes(kBpeSamples + "kiln_tokenizer.json"));
   const PreparedDataset data(out, nullptr, kAllSplits);
-  CHECK(all_ids_text(data, "train") == file_bytes(kBpeDir + "train.txt"));
-  CHECK(all_ids_text(data, "valid") == file_bytes(kBpeDir + "sample.txt"));
+  CHECK(all_ids_text(data, "train") == file_bytes(kBpeSamples + "train.txt"));
+  CHECK(all_ids_text(data, "valid") == file_bytes(kBpeSamples + "sample.txt"));
   const SplitTokens valid = data.tokens("valid");
-  CHECK(valid.text_bytes == static_cast<std::int64_t>(file_bytes(kBpeDir + "sample.txt").size()));
+  CHECK(valid.text_bytes ==
+        static_cast<std::int64_t>(file_bytes(kBpeSamples + "sample.txt").size()));
   // Its word count is the word-level tokens the corpus reader gives the same text.
   Vocabulary vocab;
   CHECK(valid.words ==
         static_cast<std::int64_t>(
-            tokenize_text(file_bytes(kBpeDir + "sample.txt"), "s", vocab).ids.size()));
+            tokenize_text(file_bytes(kBpeSamples + "sample.txt"), "s", vocab).ids.size()));
   CHECK(data.header("train").ids_hash == r.splits[0].header.ids_hash);
   // Another tokenizer is refused.
   const BpeTokenizer other =
-      BpeTokenizer::from_json(file_bytes(kBpeDir + "hf_tokenizer.json"), "hf");
+      BpeTokenizer::from_json(file_bytes(kBpeSamples + "hf_tokenizer.json"), "hf");
   CHECK_THAT(error_message([&] { PreparedDataset(out, &other, kAllSplits); }),
              Contains("prepared with tokenizer"));
 }
@@ -396,7 +397,7 @@ TEST_CASE("a text folder encoded with a tokenizer counts its bytes and words") {
   dir.write("valid.txt", "hello there\nsecond line");
   dir.write("test.txt", "x\n");
   const auto bpe = std::make_shared<BpeTokenizer>(
-      BpeTokenizer::from_json(file_bytes(kBpeDir + "hf_tokenizer.json"), "hf"));
+      BpeTokenizer::from_json(file_bytes(kBpeSamples + "hf_tokenizer.json"), "hf"));
   const std::unique_ptr<Dataset> data = open_dataset(dir.path(), bpe, {"valid"}, 1);
   const SplitTokens valid = data->tokens("valid");
   CHECK(valid.text_bytes == 23);

@@ -24,6 +24,10 @@ inline bool near(double actual, double expected, double rtol, double atol) {
   return diff <= atol + rtol * (expected < 0 ? -expected : expected);
 }
 
+// The bf16 tests' two conversions: to float32 exactly, and to bf16 rounding to nearest even.
+inline Tensor widened(const Tensor& t) { return t.to(DType::f32); }
+inline Tensor rounded(const Tensor& t) { return t.to(DType::bf16); }
+
 // ||actual - expected|| / ||expected|| (2-norms), for GPU/CPU parity.
 double relative_error(const Tensor& actual, const Tensor& expected);
 

@@ -44,6 +44,13 @@ bool register_op(OpRow row);
 // A non-contiguous tensor with the same values (a strided view into a larger buffer).
 Tensor noncontiguous_copy(const Tensor& t);
 
+// Uniform values of `dtype` in [lo, hi): the operands of the op tables' rows (short, as the rows
+// are read as tables).
+inline Tensor u(const Shape& shape, DType dtype, Generator& gen, double lo = -2.0,
+                double hi = 2.0) {
+  return uniform(shape, lo, hi, {dtype}, &gen);
+}
+
 // Uniform values in [low, high) whose magnitude is at least `margin` (keeps samples away from
 // kinks such as relu at 0).
 Tensor away_from_zero(const Shape& shape, DType dtype, Generator& gen, double margin = 1e-2,

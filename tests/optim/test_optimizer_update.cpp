@@ -15,34 +15,34 @@ using namespace kiln::testing;
 
 namespace {
 
-const Shape kShape{2, 3};
-constexpr std::int64_t kNumel = 6;
+const Shape kUpdateShape{2, 3};
+constexpr std::int64_t kUpdateNumel = 6;
 
 template <typename T>
 Tensor values_of(const std::vector<double>& values) {
-  return tensor_of<T>(values, kShape);
+  return tensor_of<T>(values, kUpdateShape);
 }
 
 }  // namespace
 
 TEMPLATE_TEST_CASE("optimizer ops: adam_update_ steps p, m and v as the AdamW equations",
                    "[optim][optimizer_update]", float, double) {
-  const Tensor p = values_of<TestType>(initial_values(kNumel));
-  const Tensor m = zeros(kShape, {.dtype = p.dtype()});
-  const Tensor v = zeros(kShape, {.dtype = p.dtype()});
+  const Tensor p = values_of<TestType>(initial_values(kUpdateNumel));
+  const Tensor m = zeros(kUpdateShape, {.dtype = p.dtype()});
+  const Tensor v = zeros(kUpdateShape, {.dtype = p.dtype()});
   AdamReference reference{.lr = 0.01, .weight_decay = 0.1, .decoupled = true};
-  std::vector<double> expected = initial_values(kNumel);
+  std::vector<double> expected = initial_values(kUpdateNumel);
   for (int t = 1; t <= 3; ++t) {
-    const std::vector<double> g = rounded<TestType>(gradient_at(t, kNumel));
+    const std::vector<double> g = rounded<TestType>(gradient_at(t, kUpdateNumel));
     adam_update_(p, values_of<TestType>(g), m, v,
                  {.lr = 0.01, .weight_decay = 0.1, .decoupled_weight_decay = true, .step = t});
     reference.step(expected, g, t);
     INFO("step " << t);
-    REQUIRE_NEAR(p, tensor_of<double>(expected, kShape), optim_rtol<TestType>,
+    REQUIRE_NEAR(p, tensor_of<double>(expected, kUpdateShape), optim_rtol<TestType>,
                  optim_atol<TestType>);
-    REQUIRE_NEAR(m, tensor_of<double>(reference.m, kShape), optim_rtol<TestType>,
+    REQUIRE_NEAR(m, tensor_of<double>(reference.m, kUpdateShape), optim_rtol<TestType>,
                  optim_atol<TestType>);
-    REQUIRE_NEAR(v, tensor_of<double>(reference.v, kShape), optim_rtol<TestType>,
+    REQUIRE_NEAR(v, tensor_of<double>(reference.v, kUpdateShape), optim_rtol<TestType>,
                  optim_atol<TestType>);
   }
 }
@@ -50,12 +50,12 @@ TEMPLATE_TEST_CASE("optimizer ops: adam_update_ steps p, m and v as the AdamW eq
 TEMPLATE_TEST_CASE(
     "optimizer ops: sgd_update_ steps p and the momentum buffer as the SGD equations",
     "[optim][optimizer_update]", float, double) {
-  const Tensor p = values_of<TestType>(initial_values(kNumel));
-  const Tensor buffer = zeros(kShape, {.dtype = p.dtype()});
+  const Tensor p = values_of<TestType>(initial_values(kUpdateNumel));
+  const Tensor buffer = zeros(kUpdateShape, {.dtype = p.dtype()});
   SgdReference reference{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true};
-  std::vector<double> expected = initial_values(kNumel);
+  std::vector<double> expected = initial_values(kUpdateNumel);
   for (int t = 1; t <= 3; ++t) {
-    const std::vector<double> g = rounded<TestType>(gradient_at(t, kNumel));
+    const std::vector<double> g = rounded<TestType>(gradient_at(t, kUpdateNumel));
     sgd_update_(p, values_of<TestType>(g), buffer,
                 {.lr = 0.05,
                  .momentum = 0.9,
@@ -64,22 +64,22 @@ TEMPLATE_TEST_CASE(
                  .first_step = t == 1});
     reference.step(expected, g, t);
     INFO("step " << t);
-    REQUIRE_NEAR(p, tensor_of<double>(expected, kShape), optim_rtol<TestType>,
+    REQUIRE_NEAR(p, tensor_of<double>(expected, kUpdateShape), optim_rtol<TestType>,
                  optim_atol<TestType>);
-    REQUIRE_NEAR(buffer, tensor_of<double>(reference.buffer, kShape), optim_rtol<TestType>,
+    REQUIRE_NEAR(buffer, tensor_of<double>(reference.buffer, kUpdateShape), optim_rtol<TestType>,
                  optim_atol<TestType>);
   }
 }
 
 TEST_CASE("optimizer ops: the optimizers' steps are the ops, bit for bit",
           "[optim][optimizer_update]") {
-  const std::vector<double> g1 = rounded<float>(gradient_at(1, kNumel));
-  const std::vector<double> g2 = rounded<float>(gradient_at(2, kNumel));
+  const std::vector<double> g1 = rounded<float>(gradient_at(1, kUpdateNumel));
+  const std::vector<double> g2 = rounded<float>(gradient_at(2, kUpdateNumel));
   SECTION("Adam") {
-    const Tensor p = values_of<float>(initial_values(kNumel)).requires_grad_();
+    const Tensor p = values_of<float>(initial_values(kUpdateNumel)).requires_grad_();
     Adam opt({{"w", p}}, {.lr = 0.01, .weight_decay = 0.1});
-    const Tensor q = values_of<float>(initial_values(kNumel));
-    const Tensor m = zeros(kShape), v = zeros(kShape);
+    const Tensor q = values_of<float>(initial_values(kUpdateNumel));
+    const Tensor m = zeros(kUpdateShape), v = zeros(kUpdateShape);
     for (int t = 1; t <= 2; ++t) {
       const Tensor g = values_of<float>(t == 1 ? g1 : g2);
       p.set_grad(g);
@@ -89,10 +89,10 @@ TEST_CASE("optimizer ops: the optimizers' steps are the ops, bit for bit",
     }
   }
   SECTION("SGD") {
-    const Tensor p = values_of<float>(initial_values(kNumel)).requires_grad_();
+    const Tensor p = values_of<float>(initial_values(kUpdateNumel)).requires_grad_();
     Sgd opt({{"w", p}}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.2});
-    const Tensor q = values_of<float>(initial_values(kNumel));
-    const Tensor buffer = zeros(kShape);
+    const Tensor q = values_of<float>(initial_values(kUpdateNumel));
+    const Tensor buffer = zeros(kUpdateShape);
     for (int t = 1; t <= 2; ++t) {
       const Tensor g = values_of<float>(t == 1 ? g1 : g2);
       p.set_grad(g);
@@ -106,7 +106,8 @@ TEST_CASE("optimizer ops: the optimizers' steps are the ops, bit for bit",
 
 TEST_CASE("optimizer ops: an update bumps the version of every tensor it writes",
           "[optim][optimizer_update]") {
-  const Tensor p = ones(kShape), g = ones(kShape), m = zeros(kShape), v = zeros(kShape);
+  const Tensor p = ones(kUpdateShape), g = ones(kUpdateShape), m = zeros(kUpdateShape),
+               v = zeros(kUpdateShape);
   const std::uint64_t pv = p.version(), mv = m.version(), vv = v.version(), gv = g.version();
   adam_update_(p, g, m, v, {});
   REQUIRE(p.version() == pv + 1);
@@ -129,7 +130,8 @@ TEST_CASE("optimizer ops: sums_of_squares gives each tensor's Σ x² in its own 
 }
 
 TEST_CASE("errors/optimizer_update: arguments the kernels cannot take", "[optim][errors]") {
-  const Tensor p = ones(kShape), g = ones(kShape), m = zeros(kShape), v = zeros(kShape);
+  const Tensor p = ones(kUpdateShape), g = ones(kUpdateShape), m = zeros(kUpdateShape),
+               v = zeros(kUpdateShape);
   using Catch::Contains;
   SECTION("adam_update_") {
     REQUIRE_THROWS_WITH(adam_update_(p, ones({3, 2}), m, v, {}),
@@ -137,9 +139,9 @@ TEST_CASE("errors/optimizer_update: arguments the kernels cannot take", "[optim]
                             Contains("param has shape [2, 3]"));
     REQUIRE_THROWS_WITH(adam_update_(p, g, zeros({6}), v, {}),
                         Contains("adam_update_") && Contains("exp_avg has shape [6]"));
-    REQUIRE_THROWS_WITH(adam_update_(p, g, m, zeros(kShape, {.dtype = DType::f64}), {}),
+    REQUIRE_THROWS_WITH(adam_update_(p, g, m, zeros(kUpdateShape, {.dtype = DType::f64}), {}),
                         Contains("adam_update_") && Contains("float32 and float64"));
-    REQUIRE_THROWS_WITH(adam_update_(zeros(kShape, {.dtype = DType::i64}), g, m, v, {}),
+    REQUIRE_THROWS_WITH(adam_update_(zeros(kUpdateShape, {.dtype = DType::i64}), g, m, v, {}),
                         Contains("adam_update_") && Contains("int64"));
     REQUIRE_THROWS_WITH(
         adam_update_(ones({3, 2}).transpose(0, 1), g, m, v, {}),
@@ -149,7 +151,7 @@ TEST_CASE("errors/optimizer_update: arguments the kernels cannot take", "[optim]
         Contains("adam_update_") && Contains("grad (shape [2, 3]") && Contains("not contiguous"));
     REQUIRE_THROWS_WITH(adam_update_(p, Tensor(), m, v, {}),
                         Contains("adam_update_") && Contains("grad is undefined"));
-    const Tensor leaf = ones(kShape).requires_grad_();
+    const Tensor leaf = ones(kUpdateShape).requires_grad_();
     REQUIRE_THROWS_WITH(adam_update_(leaf, g, m, v, {}),
                         Contains("adam_update_") && Contains("requires grad"));
   }
@@ -228,13 +230,14 @@ TEST_CASE("optimizer ops: step_guard_ writes the loss, norm, clip scale and non-
 
 TEMPLATE_TEST_CASE("optimizer ops: a guarded update takes the ledger's scale or is skipped",
                    "[optim][optimizer_update]", float, double) {
-  const std::vector<double> g = rounded<TestType>(gradient_at(1, kNumel));
+  const std::vector<double> g = rounded<TestType>(gradient_at(1, kUpdateNumel));
   const Tensor ledger = step_ledger(Device::cpu());
   // Norm 2, clip 1: scale 1 / (2 + 1e-6), as the unguarded update with that grad_scale.
   step_guard_(ledger, tensor_of<double>({1.0}, {1}), tensor_of<double>({4.0}, {1}),
               {.clip = 1.0, .step = 1});
-  const Tensor p = values_of<TestType>(initial_values(kNumel)), q = p.clone();
-  const Tensor m = zeros(kShape, {.dtype = p.dtype()}), v = zeros(kShape, {.dtype = p.dtype()});
+  const Tensor p = values_of<TestType>(initial_values(kUpdateNumel)), q = p.clone();
+  const Tensor m = zeros(kUpdateShape, {.dtype = p.dtype()}),
+               v = zeros(kUpdateShape, {.dtype = p.dtype()});
   const Tensor m2 = m.clone(), v2 = v.clone();
   adam_update_(p, values_of<TestType>(g), m, v, {.lr = 0.01, .grad_scale = 123.0}, ledger);
   adam_update_(q, values_of<TestType>(g), m2, v2, {.lr = 0.01, .grad_scale = 1.0 / (2.0 + 1e-6)});
