@@ -92,8 +92,9 @@ int train(int argc, char** argv) {
     KILN_CHECK(o.preset.empty(), "--init-from {}: the model is its config, --preset is not used",
                o.init_from);
     for (const nn::ConfigField& field : nn::config_fields()) {
-      const bool model_flag = field.flag != nullptr && std::string_view(field.key) != "dropout" &&
-                              std::string_view(field.key) != "attn_dropout";
+      const std::string_view key = field.key;
+      const bool model_flag = field.flag != nullptr && key != "dropout" && key != "attn_dropout" &&
+                              key != "word_dropout";
       KILN_CHECK(!model_flag || !given(field.flag),
                  "--init-from {}: the model is its config, {} cannot change it", o.init_from,
                  field.flag);
@@ -103,6 +104,7 @@ int train(int argc, char** argv) {
     o.model = initial->config;
     if (given("--dropout")) o.model.dropout = flags.dropout;
     if (given("--attn-dropout")) o.model.attn_dropout = flags.attn_dropout;
+    if (given("--word-dropout")) o.model.word_dropout = flags.word_dropout;
   }
   check_options(o);
   const Device device = device_from_flag(o.device);
@@ -114,6 +116,11 @@ int train(int argc, char** argv) {
   const int threads = resumed && !given("--threads") ? saved_threads
                       : o.threads > 0                ? o.threads
                                                      : num_threads();
+  // auto becomes what this device runs natively before the ranks compare their flags: ranks that
+  // resolve it apart (other CPUs) stop there, naming --precision.
+  const PrecisionChoice precision = resolve_precision(o.precision, device);
+  o.precision = precision.name;
+  if (precision.why != "given") fmt::print("precision {} ({})\n", precision.name, precision.why);
   // Ranks started with other flags would train apart, or wait in collectives the others never
   // run (--steps, --save-every): the first flag that differs is named, with the rank.
   comm->check_same("a flag", options_text(o, threads));

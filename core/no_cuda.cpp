@@ -2,6 +2,7 @@
 #include "core/backend.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/native_bf16.h"
 
 namespace kiln {
 
@@ -15,6 +16,11 @@ Backend& cuda_backend(int index) {
 int cuda_device_count() { return 0; }
 
 std::string cuda_device_name(int index) {
+  cuda_backend(index);  // the error
+  return {};
+}
+
+NativeBf16 cuda_native_bf16(int index) {
   cuda_backend(index);  // the error
   return {};
 }

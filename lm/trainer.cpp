@@ -51,14 +51,19 @@ std::uint64_t window_dropout_key(std::uint64_t seed, std::int64_t epoch, std::in
 // same numbers for both).
 constexpr std::uint64_t kDropoutSeedTag = 0x64726f70ULL << 32;  // "drop"
 
-// The schedule of the options; cosine (and step without a step size) need a length.
-ScheduleConfig complete_schedule(ScheduleConfig config, std::int64_t decay_steps) {
-  const bool needs_length = config.kind == ScheduleKind::cosine ||
-                            (config.kind == ScheduleKind::step && config.step_size == 0);
-  KILN_CHECK(!needs_length || decay_steps > 0,
+// The schedule of the options; cosine and wsd (and step without a step size) need a length,
+// which cosine and wsd can also learn from the time budget (Trainer::fix_length_from_budget).
+ScheduleConfig complete_schedule(ScheduleConfig config, std::int64_t decay_steps,
+                                 bool length_from_budget) {
+  const bool learns_length =
+      config.kind == ScheduleKind::cosine || config.kind == ScheduleKind::wsd;
+  const bool needs_length =
+      learns_length || (config.kind == ScheduleKind::step && config.step_size == 0);
+  KILN_CHECK(!needs_length || decay_steps > 0 || (learns_length && length_from_budget),
              "--decay-steps: the {} schedule needs a length; give --decay-steps, --epochs or "
-             "--steps",
-             schedule_kind_name(config.kind));
+             "--steps{}",
+             schedule_kind_name(config.kind),
+             learns_length ? ", or --time-budget alone to fit it to the budget" : "");
   if (config.step_size == 0) config.step_size = std::max<std::int64_t>(1, decay_steps / 3);
   return config;
 }
@@ -124,14 +129,15 @@ std::string settings_text(const TrainerOptions& o, const nn::LanguageModel& mode
   std::string text = fmt::format(
       "kiln git {}\n--batch-size {}\n--seq-len {}\n--seed {}\n--grad-accum {}\n--clip {}\n"
       "--shuffle {}\n--skip-nonfinite {}\n--precision {}\n--schedule {}\n--lr {}\n--warmup "
-      "{}\n--step-size {}\n--gamma {}\n--min-lr {}\n--factor {}\n--patience {}\n--decay-steps "
+      "{}\n--step-size {}\n--gamma {}\n--min-lr {}\n--factor {}\n--patience {}\n"
+      "--decay-fraction {}\n--decay-steps "
       "{}\n--steps {}\n--epochs {}\n--time-budget {}\n--log-every {}\n--eval-every {}\n"
       "--eval-batch-size {}\n--save-every {}\n--save {}\n--threads {}\n--device {}\n",
       build_info().git, o.batch_size, o.seq_len, o.seed, o.grad_accum, o.clip, o.shuffle,
       o.skip_nonfinite, precision_name(o.precision), schedule_kind_name(sc.kind), sc.lr,
-      sc.warmup_steps, sc.step_size, sc.gamma, sc.min_lr, sc.factor, sc.patience, o.decay_steps,
-      o.steps, o.epochs, o.time_budget, o.log_every, o.eval_every, o.eval_batch_size, o.save_every,
-      o.save.empty() ? "(none)" : o.save, o.threads,
+      sc.warmup_steps, sc.step_size, sc.gamma, sc.min_lr, sc.factor, sc.patience, sc.decay_fraction,
+      o.decay_steps, o.steps, o.epochs, o.time_budget, o.log_every, o.eval_every, o.eval_batch_size,
+      o.save_every, o.save.empty() ? "(none)" : o.save, o.threads,
       o.device.is_cuda() ? "cuda" : "cpu");  // NCCL ranks use cuda:<local rank>
   if (const std::string config = model.config_json(); !config.empty())
     text += json_lines("config", config);
@@ -227,6 +233,7 @@ Trainer::Trainer(nn::LanguageModel& model, Optimizer& optimizer, const Dataset& 
   state_.decay_steps = options_.decay_steps > 0 ? options_.decay_steps
                        : options_.epochs > 0    ? options_.epochs * steps_per_epoch()
                                                 : options_.steps;
+  length_from_budget_ = state_.decay_steps == 0 && options_.time_budget > 0;
   state_.windows = windows();
   state_.batch_size = options_.batch_size;
   state_.seq_len = options_.seq_len;
@@ -349,8 +356,58 @@ void Trainer::find_resumed_best(const Checkpoint& resumed) {
 
 // Built on first use: a resumed run's length is the checkpoint's, known only after resume().
 Schedule& Trainer::schedule() {
-  if (!schedule_) schedule_.emplace(complete_schedule(options_.schedule, state_.decay_steps));
+  if (!schedule_)
+    schedule_.emplace(complete_schedule(options_.schedule, state_.decay_steps,
+                                        length_from_budget_ && state_.decay_steps == 0));
   return *schedule_;
+}
+
+std::int64_t Trainer::schedule_length() const {
+  // Longer than any run: wsd stays stable, cosine warms up (fix_length_from_budget fixes the
+  // length before either would read it).
+  constexpr std::int64_t kLengthPending = std::int64_t{1} << 52;
+  return state_.decay_steps > 0 ? state_.decay_steps : kLengthPending;
+}
+
+// A budget-bounded run times at least kRateSteps updates (after the first, which also pays for
+// first-touch allocations) and kRateShare of its budget before it fixes its schedule's length,
+// unless the next step's lr needs the length sooner (cosine right after its warm-up).
+constexpr std::int64_t kRateSteps = 10;
+constexpr double kRateShare = 0.05;
+
+void Trainer::fix_length_from_budget() {
+  const std::int64_t done = state_.step - first_step_;
+  if (done == 1) rate_start_seconds_ = train_seconds_;
+  const std::int64_t timed = done - 1;
+  const bool needed_next =
+      state_.step + 1 >= first_step_needing_length(options_.schedule, schedule_length());
+  bool fix =
+      needed_next || (timed >= kRateSteps && train_seconds_ >= kRateShare * options_.time_budget);
+  const double seconds_per_step = timed > 0 ? (train_seconds_ - rate_start_seconds_) / timed
+                                            : train_seconds_ / static_cast<double>(done);
+  const double left = std::max(0.0, options_.time_budget - train_seconds_);
+  const double room = seconds_per_step > 0 ? std::floor(left / seconds_per_step) : 0.0;
+  std::int64_t length =
+      state_.step + 1 + static_cast<std::int64_t>(std::min(room, static_cast<double>(1 << 30)));
+  // No step taken so far may fall in wsd's decay for the length: a longer run when the budget is
+  // that short. (Cosine's first step that needs a length, N + 1, is not passed before this call.)
+  if (options_.schedule.kind == ScheduleKind::wsd)
+    while (wsd_decay_start(options_.schedule, length) < state_.step) ++length;
+  if (world_ > 1) {
+    // Each rank reads its own clock, so they decide together (every rank calls this after every
+    // step until the length is fixed): at the first step any rank is ready, rank 0's length.
+    std::array<std::int64_t, 2> agreed = {fix ? 1 : 0, rank_ == 0 ? length : 0};
+    options_.communicator->allreduce(std::span<std::int64_t>(agreed), dist::ReduceOp::max);
+    fix = agreed[0] != 0;
+    length = agreed[1];
+  }
+  if (!fix) return;
+  state_.decay_steps = length;
+  message(fmt::format(
+      "schedule: {} over {} steps, fitted to --time-budget {}s at {:.4f}s a step (timed over {} "
+      "steps); --decay-steps {} reproduces this run",
+      schedule_kind_name(options_.schedule.kind), length, options_.time_budget, seconds_per_step,
+      std::max<std::int64_t>(timed, 1), length));
 }
 
 std::int64_t Trainer::steps_per_epoch() const {
@@ -514,7 +571,7 @@ std::int64_t Trainer::advance(const StepWindows& windows) {
 StepRecord Trainer::step() {
   agree_on_state();
   const auto start = Clock::now();
-  const double lr = schedule().lr(state_.step, state_.decay_steps);
+  const double lr = schedule().lr(state_.step, schedule_length());
   optimizer_.set_lr(lr);
   optimizer_.zero_grad();
   const StepWindows windows = step_windows();
@@ -548,6 +605,7 @@ StepRecord Trainer::step() {
   const double seconds = seconds_since(start);
   train_seconds_ += seconds;
   run_tokens_ += tokens;
+  if (length_from_budget_ && state_.decay_steps == 0) fix_length_from_budget();
   constexpr double nan = std::numeric_limits<double>::quiet_NaN();
   const StepRecord record{.step = state_.step,
                           .epoch = epoch + 1,

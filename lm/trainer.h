@@ -58,7 +58,8 @@ struct TrainerOptions {
   // weights, gradients and optimizer state stay float32 (docs/mixed-precision.md).
   Precision precision = Precision::f32;
   // The learning rate: step_size 0 means a third of the decay steps; decay_steps 0 means
-  // epochs × steps per epoch, else steps (a resumed run keeps the saved length unless given).
+  // epochs × steps per epoch, else steps, else (cosine, wsd) the steps the time budget leaves
+  // room for, measured (a resumed run keeps the saved length unless given).
   ScheduleConfig schedule{.step_size = 0};
   std::int64_t decay_steps = 0;
   // Limits (0: none): the global step, epochs, seconds of training steps in this run.
@@ -227,6 +228,13 @@ class Trainer {
   EvalOptions eval_options() const;
   void save_best(std::int64_t step, double loss);
   Schedule& schedule();
+  // The schedule's length for step()'s lr: state_.decay_steps, or a length that no step before
+  // fix_length_from_budget() runs depends on while a budget-bounded run is still measuring.
+  std::int64_t schedule_length() const;
+  // A run bounded only by --time-budget: after the step rate is timed (or before the first step
+  // whose lr depends on the length), fixes state_.decay_steps to the steps the budget leaves
+  // room for, rank 0's for every rank, and says so.
+  void fix_length_from_budget();
   // What the ranks agree on at a step boundary (a collective with several ranks): whether any
   // asked to stop, and whether any has used up the time budget.
   struct Boundary {
@@ -299,7 +307,9 @@ class Trainer {
   // checkpoints counts validation too.
   double train_seconds_ = 0.0, valid_seconds_ = 0.0, elapsed_before_ = 0.0;
   std::int64_t run_tokens_ = 0, skipped_ = 0, first_step_ = 0, last_eval_step_ = -1;
-  IntervalMeter curve_interval_;  // the steps since the last point of state_.curve.train
+  bool length_from_budget_ = false;  // the length is fixed from the step rate (see above)
+  double rate_start_seconds_ = 0.0;  // train_seconds_ after this run's first step
+  IntervalMeter curve_interval_;     // the steps since the last point of state_.curve.train
 };
 
 }  // namespace kiln::lm

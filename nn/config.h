@@ -33,6 +33,7 @@ struct TransformerConfig {
   std::int64_t max_seq_len = 512;
   double dropout = 0.1;       // after embedding + positions, on Z and on the FFN output
   double attn_dropout = 0.0;  // on the attention probabilities A
+  double word_dropout = 0.0;  // word types whose embedding a training forward drops, every use
   Activation activation = Activation::relu;
   NormPlacement norm = NormPlacement::post;
   PositionKind position = PositionKind::sinusoidal;

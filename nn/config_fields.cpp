@@ -48,6 +48,13 @@ const ConfigField kFields[] = {
      .help = "dropout on the attention probabilities",
      .real = &C::attn_dropout,
      .range = kProbability},
+    {.flag = "--word-dropout",
+     .key = "word_dropout",
+     .help = "word (embedding) dropout: the fraction of word types whose embedding a training "
+             "step zeroes at every occurrence (AWD-LSTM's)",
+     .real = &C::word_dropout,
+     .range = kProbability,
+     .optional = true},
     {.flag = "--activation",
      .key = "activation",
      .help = "feed-forward activation (gelu: erf form; gelu_tanh: GPT-2's tanh form)",

@@ -9,6 +9,7 @@
 #include "core/ops/linear_cross_entropy.h"
 #include "core/ops/matmul.h"
 #include "core/profiler.h"
+#include "nn/word_dropout.h"
 
 namespace kiln::nn {
 
@@ -36,6 +37,7 @@ TransformerLM::TransformerLM(const TransformerConfig& config, FeedForwardFactory
   }
   dropout_ =
       register_module("dropout", std::make_shared<Dropout>(config_.dropout, &dropout_generator()));
+  masks_ = &dropout_generator();
   for (std::int64_t l = 0; l < config_.layers; ++l) {
     std::shared_ptr<UnaryModule> ffn = make_ffn ? make_ffn(config_) : nullptr;
     blocks.push_back(std::make_shared<TransformerBlock>(config_, rope, &dropout_generator(), ffn));
@@ -67,6 +69,7 @@ Tensor TransformerLM::hidden(const Tensor& ids, std::vector<KVCache>* caches,
              "TransformerLM: positions up to {} exceed max_seq_len {}", past + ids.size(1),
              config_.max_seq_len);
   Tensor x = embedding ? embedding->forward(ids) : adaptive->embed(ids);
+  x = word_dropout(x, ids, config_.vocab, config_.word_dropout, is_training(), masks_);
   if (config_.embedding_scale == EmbeddingScale::sqrt_d)
     x = x * std::sqrt(static_cast<double>(config_.d_model));
   if (positions) x = positions->forward(x, past);

@@ -78,6 +78,7 @@ class TransformerLM : public LanguageModel {
  private:
   TransformerConfig config_;
   std::shared_ptr<Dropout> dropout_;
+  Generator* masks_;  // the dropout generator, for word dropout's masks
 };
 
 }  // namespace kiln::nn

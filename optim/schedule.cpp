@@ -20,10 +20,10 @@ void check_step(std::int64_t step, std::int64_t decay_steps) {
 }  // namespace
 
 ScheduleKind parse_schedule_kind(std::string_view name) {
-  for (ScheduleKind kind :
-       {ScheduleKind::constant, ScheduleKind::step, ScheduleKind::cosine, ScheduleKind::plateau})
+  for (ScheduleKind kind : {ScheduleKind::constant, ScheduleKind::step, ScheduleKind::cosine,
+                            ScheduleKind::plateau, ScheduleKind::wsd})
     if (name == schedule_kind_name(kind)) return kind;
-  fail("schedule: unknown schedule '{}' (expected constant, step, cosine or plateau)", name);
+  fail("schedule: unknown schedule '{}' (expected constant, step, cosine, plateau or wsd)", name);
 }
 
 std::string_view schedule_kind_name(ScheduleKind kind) {
@@ -36,6 +36,8 @@ std::string_view schedule_kind_name(ScheduleKind kind) {
       return "cosine";
     case ScheduleKind::plateau:
       return "plateau";
+    case ScheduleKind::wsd:
+      return "wsd";
   }
   return "?";
 }
@@ -65,6 +67,33 @@ double cosine_lr(const ScheduleConfig& c, std::int64_t step, std::int64_t decay_
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
+std::int64_t wsd_decay_start(const ScheduleConfig& c, std::int64_t decay_steps) {
+  check_step(0, decay_steps);
+  const auto decaying =
+      static_cast<std::int64_t>(std::llround(c.decay_fraction * static_cast<double>(decay_steps)));
+  return std::max(c.warmup_steps, decay_steps - decaying);
+}
+
+double wsd_lr(const ScheduleConfig& c, std::int64_t step, std::int64_t decay_steps) {
+  check_step(step, decay_steps);
+  const std::int64_t start = wsd_decay_start(c, decay_steps);
+  if (step < start) return c.lr * warmup_factor(step, c.warmup_steps);
+  if (step >= decay_steps) return c.min_lr;
+  return c.min_lr + (c.lr - c.min_lr) * static_cast<double>(decay_steps - step) /
+                        static_cast<double>(decay_steps - start);
+}
+
+std::int64_t first_step_needing_length(const ScheduleConfig& c, std::int64_t decay_steps) {
+  switch (c.kind) {
+    case ScheduleKind::cosine:
+      return c.warmup_steps + 1;  // η(N) = η for every D > N; η(N + 1) depends on D
+    case ScheduleKind::wsd:
+      return wsd_decay_start(c, decay_steps);
+    default:
+      return 0;
+  }
+}
+
 Schedule::Schedule(const ScheduleConfig& config) : config_(config) {
   const auto check = [](std::string_view what, double value, bool ok, std::string_view expected) {
     KILN_CHECK(std::isfinite(value) && ok, "schedule: invalid {} {} (expected {})", what, value,
@@ -78,6 +107,8 @@ Schedule::Schedule(const ScheduleConfig& config) : config_(config) {
         "0 <= min_lr <= lr");
   check("factor", config.factor, config.factor >= 1.0, ">= 1");
   check("patience", static_cast<double>(config.patience), config.patience >= 0, ">= 0");
+  check("decay_fraction", config.decay_fraction,
+        config.decay_fraction > 0.0 && config.decay_fraction <= 1.0, "in (0, 1]");
   state_ = {.lr = config.lr, .best_loss = std::numeric_limits<double>::infinity(), .bad_evals = 0};
 }
 
@@ -92,6 +123,8 @@ double Schedule::lr(std::int64_t step, std::int64_t decay_steps) const {
       return cosine_lr(config_, step, decay_steps);
     case ScheduleKind::plateau:
       return state_.lr * warmup_factor(step, config_.warmup_steps);
+    case ScheduleKind::wsd:
+      return wsd_lr(config_, step, decay_steps);
   }
   return config_.lr;
 }

@@ -10,6 +10,13 @@
 //                         η(s) = η_min + ½ (η − η_min) (1 + cos(π (s − N) / (D − N)))  N ≤ s < D
 //                         η(s) = η_min                                                 s ≥ D
 //                         where D = decay_steps
+//   wsd                   η(s) = η · w(s)                                              s < S
+//   (warm-up, stable,     η(s) = η_min + (η − η_min) (D − s) / (D − S)                 S ≤ s < D
+//    decay)               η(s) = η_min                                                 s ≥ D
+//                         where S = max(N, D − round(f D)), f = decay_fraction: the last f of
+//                         the run decays linearly (Hägele et al. 2024, "Scaling laws and
+//                         compute-optimal training beyond fixed training durations"), and
+//                         every step before S is independent of D
 //   plateau               η(s) = η_p · w(s), where η_p starts at η and, when more than
 //                         `patience` validation losses in a row fail to beat the best so far,
 //                         becomes max(η_p / factor, η_min) (the classic word-language-model
@@ -28,9 +35,9 @@
 
 namespace kiln {
 
-enum class ScheduleKind : std::uint8_t { constant, step, cosine, plateau };
+enum class ScheduleKind : std::uint8_t { constant, step, cosine, plateau, wsd };
 
-// "constant", "step", "cosine" or "plateau"; anything else is an error listing them.
+// "constant", "step", "cosine", "plateau" or "wsd"; anything else is an error listing them.
 ScheduleKind parse_schedule_kind(std::string_view name);
 std::string_view schedule_kind_name(ScheduleKind kind);
 
@@ -43,6 +50,7 @@ struct ScheduleConfig {
   double min_lr = 0.0;            // cosine and plateau: η_min in [0, η]
   double factor = 4.0;            // plateau: divisor >= 1
   std::int64_t patience = 0;      // plateau: non-improving validations tolerated (>= 0)
+  double decay_fraction = 0.2;    // wsd: f, the fraction of the run that decays, in (0, 1]
 };
 
 // The formulas above, one per kind (a negative step or decay_steps is an error).
@@ -50,6 +58,12 @@ double warmup_factor(std::int64_t step, std::int64_t warmup_steps);
 double constant_lr(const ScheduleConfig& config, std::int64_t step);
 double step_decay_lr(const ScheduleConfig& config, std::int64_t step);
 double cosine_lr(const ScheduleConfig& config, std::int64_t step, std::int64_t decay_steps);
+double wsd_lr(const ScheduleConfig& config, std::int64_t step, std::int64_t decay_steps);
+// S, the first step of wsd's decay for a run of decay_steps.
+std::int64_t wsd_decay_start(const ScheduleConfig& config, std::int64_t decay_steps);
+// The first step whose lr depends on decay_steps, for a kind that needs a length (cosine: the end
+// of warm-up; wsd: S): a run that learns its length as it goes fixes it before this step.
+std::int64_t first_step_needing_length(const ScheduleConfig& config, std::int64_t decay_steps);
 
 // Everything a resumed run needs to continue the plateau schedule exactly.
 struct ScheduleState {

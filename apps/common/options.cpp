@@ -30,7 +30,8 @@ struct Field {
   const char* help;
   std::initializer_list<const char*> choices = {};
   FlagRange range = {};  // numeric settings only (apps/common/flags.h)
-  // A string setting added after checkpoints were written without it: their value.
+  // A setting added after checkpoints were written without it: their value, as JSON text
+  // ("\"f32\"", "0.2").
   const char* unsaved = nullptr;
   // Overriding it on resume earns no note here: lm::Trainer tells whether the run changed
   // (--grad-accum: 2 ranks x 1 and 1 rank x 2 train alike).
@@ -94,7 +95,7 @@ void for_each_saved(Options& o, F&& f) {
   f(Field{"--schedule",
           training,
           "learning-rate schedule",
-          {"constant", "step", "cosine", "plateau"}},
+          {"constant", "step", "cosine", "plateau", "wsd"}},
     o.schedule);
   f(Field{"--warmup",
           training,
@@ -112,7 +113,7 @@ void for_each_saved(Options& o, F&& f) {
     o.gamma);
   f(Field{"--min-lr",
           training,
-          "cosine and plateau schedules: the floor (at most --lr)",
+          "cosine, plateau and wsd schedules: the floor (at most --lr)",
           {},
           {.min = 0}},
     o.min_lr);
@@ -128,6 +129,13 @@ void for_each_saved(Options& o, F&& f) {
           {},
           {.min = 0}},
     o.patience);
+  f(Field{.flag = "--decay-fraction",
+          .kind = training,
+          .help = "wsd schedule (warm-up, stable, decay): the last fraction of the run, whose lr "
+                  "falls linearly to --min-lr",
+          .range = {.min = 0, .max = 1, .min_open = true},
+          .unsaved = "0.2"},
+    o.decay_fraction);
   f(Field{"--eval-every",
           training,
           "validate every N steps and at the end, keeping the best weights",
@@ -145,10 +153,12 @@ void for_each_saved(Options& o, F&& f) {
     o.skip_nonfinite);
   f(Field{.flag = "--precision",
           .kind = training,
-          .help = "the matrix products: f32, or bf16 operands with float32 sums; weights, "
-                  "gradients and optimizer state stay float32 (docs/mixed-precision.md)",
-          .choices = {"f32", "bf16"},
-          .unsaved = "f32"},
+          .help = "the matrix products: f32, or bf16 operands with float32 sums (weights, "
+                  "gradients and optimizer state stay float32: docs/mixed-precision.md), or auto: "
+                  "bf16 where the device multiplies bf16 natively (AVX512_BF16, a GPU's bf16 "
+                  "tensor cores), else f32",
+          .choices = {"auto", "f32", "bf16"},
+          .unsaved = "\"f32\""},
     o.precision);
 }
 
@@ -390,7 +400,7 @@ std::vector<std::string> merge_saved_options(TrainOptions& o,
     const auto it = saved.find(key);
     KILN_CHECK(it != saved.end() || field.unsaved != nullptr,
                "{}: the saved training settings lack '{}'", source, key);
-    const nlohmann::json entry = it != saved.end() ? *it : nlohmann::json(field.unsaved);
+    const nlohmann::json entry = it != saved.end() ? *it : nlohmann::json::parse(field.unsaved);
     const T value = saved_value<T>(entry, field, key, source);
     if (!given(field.flag)) {
       member = value;

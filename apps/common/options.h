@@ -74,10 +74,13 @@ struct TrainOptions {
   double min_lr = 0.0;
   double factor = 4.0;
   std::int64_t patience = 0;
+  double decay_fraction = 0.2;  // wsd: the fraction of the run that decays
   std::int64_t eval_every = 500;
   std::int64_t eval_batch_size = 10;
   bool skip_nonfinite = false;
-  std::string precision = "f32";  // f32 or bf16 (core/autocast.h)
+  // auto (bf16 where the device multiplies bf16 natively, else f32: resolve_precision in
+  // apps/common/train_setup.h), f32 or bf16 (core/autocast.h); saved resolved.
+  std::string precision = "auto";
 };
 
 // Registers every flag on app, bound to options' members, with its default in --help.

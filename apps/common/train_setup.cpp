@@ -11,6 +11,7 @@
 #include "core/generator.h"
 #include "core/host_memory.h"
 #include "core/io/output_file.h"
+#include "core/native_bf16.h"
 #include "nn/transformer_layout.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
@@ -111,6 +112,12 @@ std::unique_ptr<Optimizer> make_optimizer(const nn::TransformerLM& model, const 
                                             .weight_decay = o.weight_decay});
 }
 
+PrecisionChoice resolve_precision(std::string_view flag, Device device) {
+  if (flag != "auto") return {std::string(flag), "given"};
+  const NativeBf16 bf16 = native_bf16(device);
+  return {bf16.native ? "bf16" : "f32", fmt::format("auto on {}: {}", device.str(), bf16.why)};
+}
+
 lm::TrainerOptions trainer_options(const TrainOptions& o, Device device, int threads) {
   return {.batch_size = o.batch_size,
           .seq_len = o.seq_len,
@@ -119,7 +126,7 @@ lm::TrainerOptions trainer_options(const TrainOptions& o, Device device, int thr
           .clip = o.clip,
           .shuffle = o.shuffle,
           .skip_nonfinite = o.skip_nonfinite,
-          .precision = parse_precision(o.precision),
+          .precision = parse_precision(resolve_precision(o.precision, device).name),
           .schedule = {.kind = parse_schedule_kind(o.schedule),
                        .lr = o.lr,
                        .warmup_steps = o.warmup,
@@ -127,7 +134,8 @@ lm::TrainerOptions trainer_options(const TrainOptions& o, Device device, int thr
                        .gamma = o.gamma,
                        .min_lr = o.min_lr,
                        .factor = o.factor,
-                       .patience = o.patience},
+                       .patience = o.patience,
+                       .decay_fraction = o.decay_fraction},
           .decay_steps = o.decay_steps,
           .steps = o.steps,
           .epochs = o.epochs,

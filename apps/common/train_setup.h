@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "apps/common/options.h"
@@ -50,6 +51,14 @@ void order_by_frequency(nn::TransformerLM& model, const Dataset& data);
 // --optimizer with its settings over the model's parameters.
 std::unique_ptr<Optimizer> make_optimizer(const nn::TransformerLM& model,
                                           const TrainOptions& options);
+
+// --precision resolved on `device`: auto becomes bf16 where the device multiplies bf16 natively
+// (core/native_bf16.h), else f32; f32 and bf16 stay as given. `why` is the banner's reason.
+struct PrecisionChoice {
+  std::string name;  // "f32" or "bf16"
+  std::string why;
+};
+PrecisionChoice resolve_precision(std::string_view flag, Device device);
 
 // The trainer's options: the flags', on device with threads; checkpoints carry the saved flags
 // (saved_options_json) as "train".

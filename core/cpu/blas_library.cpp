@@ -217,9 +217,6 @@ Bf16Gemm bf16_gemm() {
   return path;
 }
 
-namespace {
-
-// The path of bf16 products in words, and why when it is not the native kernel.
 std::string bf16_gemm_source() {
   if (bf16_gemm() == Bf16Gemm::native) return "bf16 native (" + packed_gemm_bf16_kernel() + ")";
   const std::string value = gemm_environment();
@@ -229,8 +226,6 @@ std::string bf16_gemm_source() {
     return "bf16 widened to float32 (KILN_GEMM=bf16, but this CPU has no AVX512_BF16)";
   return "bf16 widened to float32 (no AVX512_BF16)";
 }
-
-}  // namespace
 
 std::string cpu_gemm_source() {
   const BlasLibrary* blas = gemm_library();

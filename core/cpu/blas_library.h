@@ -60,6 +60,9 @@ bool use_packed_gemm(std::int64_t m, std::int64_t n, std::int64_t k);
 // run's bits depend on the path as on the thread count; each is deterministic.
 enum class Bf16Gemm : std::uint8_t { native, widened };
 Bf16Gemm bf16_gemm();
+// bf16_gemm's path in words, and why when it is not the native kernel: "bf16 native (AVX512_BF16
+// 12x32)", "bf16 widened to float32 (no AVX512_BF16)".
+std::string bf16_gemm_source();
 
 // The widening path alone: A and B widened to float32 (float32 operands of round_a, round_b
 // rounded to bf16 first), then the float32 GEMM (core/cpu/gemm.cpp).

@@ -16,11 +16,13 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/cuda_backend.h"
 #include "core/cuda/cuda_check.h"
 #include "core/error.h"
+#include "core/native_bf16.h"
 
 namespace kiln {
 
@@ -71,6 +73,16 @@ std::string cuda_device_name(int index) {
   cudaDeviceProp properties{};
   KILN_CUDA_CHECK(cudaGetDeviceProperties(&properties, index));
   return properties.name;
+}
+
+NativeBf16 cuda_native_bf16(int index) {
+  cuda_backend_at(index);  // the error for a missing device
+  cudaDeviceProp properties{};
+  KILN_CUDA_CHECK(cudaGetDeviceProperties(&properties, index));
+  const bool tensor_cores = properties.major >= 8;
+  return {tensor_cores,
+          fmt::format("{} (sm_{}{}) {} bf16 tensor cores", properties.name, properties.major,
+                      properties.minor, tensor_cores ? "has" : "has no")};
 }
 
 CudaBackend& cuda_backend_at(int index) {

@@ -78,7 +78,10 @@ std::optional<std::string> line_after(const std::vector<std::string>& lines,
 
 std::optional<std::string> logged_loss(const std::vector<std::string>& lines, long step) {
   for (const std::string& line : lines) {
-    if (line.rfind("step " + std::to_string(step) + "/", 0) != 0) continue;
+    // "step N/TOTAL | ..." where the run's length is known, "step N | ..." where a time budget
+    // bounds it.
+    const std::string head = "step " + std::to_string(step);
+    if (line.rfind(head + "/", 0) != 0 && line.rfind(head + " |", 0) != 0) continue;
     const std::size_t at = line.find("| loss ");
     if (at == std::string::npos) return std::nullopt;
     const std::size_t begin = at + 7;

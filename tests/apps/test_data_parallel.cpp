@@ -402,4 +402,16 @@ TEST_CASE("dist: ranks stop together at the time budget, which any rank's clock 
   INFO(r.output);
   CHECK(r.status == 0);
   CHECK_THAT(r.output, Contains("stopped by --time-budget"));
+  // A schedule fitted to the budget takes rank 0's length on every rank (a collective every rank
+  // joins at the same step): the run ends, and the checkpoint holds the length rank 0 printed.
+  const RunResult fitted =
+      run(mpirun(2) + "sh -c '" + kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
+          " --threads 1 --time-budget 1 --schedule wsd --eval-every 0 --save " +
+          dir.file("wsd.safetensors") + "'");
+  INFO(fitted.output);
+  CHECK(fitted.status == 0);
+  const std::size_t at = fitted.output.find("schedule: wsd over ");
+  REQUIRE(at != std::string::npos);
+  const std::string length = std::to_string(std::stoll(fitted.output.substr(at + 19)));
+  CHECK(load_safetensors(dir.file("wsd.safetensors")).metadata.at("decay_steps") == length);
 }

@@ -26,25 +26,44 @@ struct Flag {
   bool zero_ok;  // 0 is in its range
 };
 
-// train_lm's 34 numeric flags.
+// train_lm's 36 numeric flags.
 const std::vector<Flag> kTrainFlags = {
-    {"--steps", false, true},        {"--epochs", false, true},
-    {"--time-budget", true, true},   {"--decay-steps", false, true},
-    {"--log-every", false, false},   {"--save-every", false, true},
-    {"--threads", false, true},      {"--d-model", false, false},
-    {"--heads", false, false},       {"--kv-heads", false, true},
-    {"--layers", false, false},      {"--ff", false, false},
-    {"--max-seq-len", false, false}, {"--dropout", true, true},
-    {"--attn-dropout", true, true},  {"--seq-len", false, false},
-    {"--batch-size", false, false},  {"--seed", false, true},
-    {"--momentum", true, true},      {"--lr", true, false},
-    {"--beta1", true, true},         {"--beta2", true, true},
-    {"--eps", true, false},          {"--weight-decay", true, true},
-    {"--clip", true, true},          {"--grad-accum", false, false},
-    {"--warmup", false, true},       {"--step-size", false, true},
-    {"--gamma", true, false},        {"--min-lr", true, true},
-    {"--factor", true, false},       {"--patience", false, true},
-    {"--eval-every", false, true},   {"--eval-batch-size", false, false},
+    {"--steps", false, true},
+    {"--epochs", false, true},
+    {"--time-budget", true, true},
+    {"--decay-steps", false, true},
+    {"--log-every", false, false},
+    {"--save-every", false, true},
+    {"--threads", false, true},
+    {"--d-model", false, false},
+    {"--heads", false, false},
+    {"--kv-heads", false, true},
+    {"--layers", false, false},
+    {"--ff", false, false},
+    {"--max-seq-len", false, false},
+    {"--dropout", true, true},
+    {"--attn-dropout", true, true},
+    {"--seq-len", false, false},
+    {"--batch-size", false, false},
+    {"--seed", false, true},
+    {"--momentum", true, true},
+    {"--lr", true, false},
+    {"--beta1", true, true},
+    {"--beta2", true, true},
+    {"--eps", true, false},
+    {"--weight-decay", true, true},
+    {"--clip", true, true},
+    {"--grad-accum", false, false},
+    {"--warmup", false, true},
+    {"--step-size", false, true},
+    {"--gamma", true, false},
+    {"--min-lr", true, true},
+    {"--factor", true, false},
+    {"--patience", false, true},
+    {"--eval-every", false, true},
+    {"--eval-batch-size", false, false},
+    {"--decay-fraction", true, false},
+    {"--word-dropout", true, true},
 };
 
 // Values no numeric flag takes (empty, negative, beyond its type), and 0 for the flags whose
@@ -80,7 +99,7 @@ TEST_CASE(
   write_tiny_corpus(dir.path().string());
   const std::string train = kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
                             " --threads 1 --eval-every 0 --steps 2";
-  REQUIRE(kTrainFlags.size() == 34);
+  REQUIRE(kTrainFlags.size() == 36);
   for (const Flag& flag : kTrainFlags)
     for (const std::string& value : refused_values(flag))
       check_refused(train + " " + flag.name + " " + value, flag.name);

@@ -2,6 +2,7 @@
 // master weights), records the precision in its checkpoints, resumes a bf16 run bit for bit
 // (taking the precision from the checkpoint), and notes an override; eval_ppl and generate use
 // the checkpoint's precision by default, so eval_ppl reproduces train_lm's final perplexity.
+// --precision auto, the default, resolves to what the CPU multiplies natively.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "core/io/safetensors.h"
+#include "core/native_bf16.h"
 #include "tests/apps/programs.h"
 
 using namespace kiln;
@@ -59,7 +61,7 @@ TEST_CASE("train_lm --precision bf16 resumes bit for bit and stays near the floa
   TempDir dir;
   write_tiny_corpus(dir.path().string());
   // Dropout and shuffled windows: the resume must restore every stream, as in float32.
-  const std::string flags = kTrainLm + " --data " + dir.path().string() + " " + kTinyFlags +
+  const std::string flags = kTrainLm + " --data " + dir.path().string() + " " + kTinyRun +
                             " --dropout 0.1 --shuffle --eval-every 10 --log-every 10 --threads 3";
   const RunResult whole =
       run(flags + " --precision bf16 --steps 20 --save " + dir.file("whole.safetensors"));
@@ -90,7 +92,8 @@ TEST_CASE("train_lm --precision bf16 resumes bit for bit and stays near the floa
   }
 
   // The same run in float32: near, not equal (the products' rounding differs).
-  const RunResult f32 = run(flags + " --steps 20 --save " + dir.file("f32.safetensors"));
+  const RunResult f32 =
+      run(flags + " --precision f32 --steps 20 --save " + dir.file("f32.safetensors"));
   REQUIRE(f32.status == 0);
   CHECK_THAT(f32.output, Contains("| precision f32 |"));
   for (long step : {10L, 20L}) {
@@ -143,4 +146,39 @@ TEST_CASE("train_lm: --precision on a resumed run overrides the checkpoint's, wi
   const RunResult bad = run(flags + " --precision fp16 --steps 1");
   CHECK(bad.status != 0);
   CHECK_THAT(bad.output, Contains("--precision"));
+}
+
+TEST_CASE(
+    "train_lm --precision auto, the default, picks bf16 where the CPU multiplies it natively") {
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string train = kTrainLm + " --data " + dir.path().string() + " " + kTinyRun +
+                            " --eval-every 0 --threads 2 --steps 2";
+  // The default resolves on this CPU: bf16 where its products take the AVX512_BF16 kernel, with
+  // the reason in the banner; the checkpoint records what it resolved to, never "auto".
+  const NativeBf16 products = native_bf16(Device::cpu());
+  const std::string expected = products.native ? "bf16" : "f32";
+  const RunResult native = run(train + " --save " + dir.file("auto.safetensors"));
+  INFO(native.output);
+  REQUIRE(native.status == 0);
+  CHECK_THAT(native.output, Contains("precision " + expected + " (auto on cpu: " + products.why));
+  CHECK_THAT(native.output, Contains("| precision " + expected + " |"));
+  const SafetensorsFile saved = load_safetensors(dir.file("auto.safetensors"));
+  CHECK_THAT(saved.metadata.at("train"), Contains("\"precision\":\"" + expected + "\""));
+
+  // KILN_GEMM=widen sends bf16 products through float32, which auto never picks bf16 for: f32 on
+  // every CPU, naming why.
+  const RunResult widened = run("KILN_GEMM=widen " + train);
+  INFO(widened.output);
+  REQUIRE(widened.status == 0);
+  CHECK_THAT(widened.output,
+             Contains("precision f32 (auto on cpu: bf16 widened to float32 (KILN_GEMM=widen))"));
+
+  // A resumed run keeps the checkpoint's precision (no auto line), even where auto would differ.
+  const RunResult resumed =
+      run("KILN_GEMM=widen " + train + " --steps 4 --resume " + dir.file("auto.safetensors"));
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.output.find("auto on cpu") == std::string::npos);
+  CHECK_THAT(resumed.output, Contains("| precision " + expected + " |"));
 }

@@ -16,6 +16,7 @@
 
 using namespace kiln;
 using namespace kiln::testing;
+using Catch::Contains;
 
 namespace {
 
@@ -192,4 +193,51 @@ TEST_CASE("train_lm learns on WikiText-2") {
   // --eval-every 0: no evaluation at all, so RESULT is the last line.
   CHECK(!line_after(lines, "valid ppl ").has_value());
   CHECK(lines.back().rfind("RESULT train_tokens_per_sec ", 0) == 0);
+}
+
+// The schedule's length D of a run bounded only by --time-budget: "--decay-steps D reproduces
+// this run" in the output, and the checkpoint's decay_steps.
+namespace {
+
+std::int64_t fitted_length(const RunResult& r, const std::string& kind) {
+  const std::string marker = "schedule: " + kind + " over ";
+  const std::size_t at = r.output.find(marker);
+  REQUIRE(at != std::string::npos);
+  return std::stoll(r.output.substr(at + marker.size()));
+}
+
+}  // namespace
+
+TEST_CASE("a cosine or wsd run bounded by --time-budget alone fits its length to the budget") {
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const std::string train = tiny_train(dir) + " --eval-every 0 --log-every 1 --time-budget 1.5";
+  for (const std::string kind : {"wsd", "cosine"}) {
+    INFO(kind);
+    const std::string checkpoint = dir.file(kind + ".safetensors");
+    const RunResult fitted =
+        run(train + " --schedule " + kind + " --warmup 12 --min-lr 1e-4 --save " + checkpoint);
+    INFO(fitted.output);
+    REQUIRE(fitted.status == 0);
+    CHECK_THAT(fitted.output, Contains("stopped by --time-budget"));
+    const std::int64_t length = fitted_length(fitted, kind);
+    const SafetensorsFile saved = load_safetensors(checkpoint);
+    CHECK(saved.metadata.at("decay_steps") == std::to_string(length));
+    // Timed over the steps after the first: the budget's end is the length's, give or take the
+    // clock's noise (the run stops at the budget, wherever the schedule then is).
+    const long steps = std::stol(saved.metadata.at("step"));
+    CHECK(length > 12);
+    CHECK(static_cast<double>(length) > 0.5 * static_cast<double>(steps));
+    CHECK(static_cast<double>(length) < 2.0 * static_cast<double>(steps));
+    // The printed length reproduces the run's losses bit for bit, fixed from the start.
+    const RunResult again = run(tiny_train(dir) + " --eval-every 0 --log-every 1 --schedule " +
+                                kind + " --warmup 12 --min-lr 1e-4 --decay-steps " +
+                                std::to_string(length) + " --steps " + std::to_string(steps));
+    INFO(again.output);
+    REQUIRE(again.status == 0);
+    CHECK(again.output.find("schedule: " + kind + " over") == std::string::npos);
+    for (long step = 1; step <= steps; step += std::max(1L, steps / 7))
+      CHECK(logged_loss(again.lines(), step) == logged_loss(fitted.lines(), step));
+    CHECK(logged_loss(again.lines(), steps) == logged_loss(fitted.lines(), steps));
+  }
 }

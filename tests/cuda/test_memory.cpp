@@ -4,7 +4,10 @@
 
 #include <cmath>
 
+#include <cuda_runtime_api.h>
+
 #include "core/cuda/caching_allocator.h"
+#include "core/native_bf16.h"
 #include "tests/cuda/cuda_testing.h"
 
 using namespace kiln;
@@ -48,6 +51,20 @@ TEST_CASE("device/a missing GPU is a clear error naming the device and the count
   REQUIRE_THROWS_WITH(cuda_backend(count), Catch::Contains(name) && Catch::Contains(fmt::format(
                                                                         "{} CUDA device", count)));
   REQUIRE_THROWS_WITH(ones({2}, {DType::f32, Device::cuda(count)}), Catch::Contains(name));
+  REQUIRE_THROWS_WITH(native_bf16(Device::cuda(count)), Catch::Contains(name));
+}
+
+TEST_CASE("cuda/native_bf16: bf16 tensor cores from compute capability 8.0, named in the reason",
+          "[cuda]") {
+  if (!cuda_available_or_skip()) return;
+  cudaDeviceProp properties{};
+  REQUIRE(cudaGetDeviceProperties(&properties, 0) == cudaSuccess);
+  const NativeBf16 bf16 = native_bf16(Device::cuda());
+  CHECK(bf16.native == (properties.major >= 8));
+  CHECK_THAT(
+      bf16.why,
+      Catch::Contains(fmt::format("(sm_{}{})", properties.major, properties.minor)) &&
+          Catch::Contains(bf16.native ? "has bf16 tensor cores" : "has no bf16 tensor cores"));
 }
 
 TEST_CASE("cuda/allocator: a steady-state training loop makes no new cudaMalloc", "[cuda]") {

@@ -66,6 +66,46 @@ TEST_CASE("optim: warm-up then cosine decay reaches the floor at decay_steps",
   REQUIRE(s.lr(warmup, warmup / 2) == floor);
 }
 
+TEST_CASE("optim: wsd holds the peak, then decays linearly over the last fraction to the floor",
+          "[optim][schedule]") {
+  const double peak = 1e-3, floor = 1e-4;
+  const ScheduleConfig c{.kind = ScheduleKind::wsd,
+                         .lr = peak,
+                         .warmup_steps = 10,
+                         .min_lr = floor,
+                         .decay_fraction = 0.25};
+  const Schedule s(c);
+  const std::int64_t decay = 1000;  // S = 1000 - round(0.25 * 1000) = 750
+  REQUIRE(wsd_decay_start(c, decay) == 750);
+  REQUIRE(near(s.lr(0, decay), peak / 10, kTol, 0));  // warm-up as every kind's
+  REQUIRE(s.lr(9, decay) == peak);
+  REQUIRE(s.lr(10, decay) == peak);
+  REQUIRE(s.lr(749, decay) == peak);                             // stable up to S
+  REQUIRE(s.lr(750, decay) == peak);                             // (D - S) / (D - S) = 1
+  REQUIRE(near(s.lr(875, decay), (peak + floor) / 2, kTol, 0));  // halfway down
+  REQUIRE(near(s.lr(999, decay), floor + (peak - floor) / 250, kTol, 0));
+  REQUIRE(s.lr(1000, decay) == floor);
+  REQUIRE(s.lr(5000, decay) == floor);
+  REQUIRE(wsd_lr(c, 875, decay) == s.lr(875, decay));
+  // Every step before S is independent of the length: what a run that learns its length from the
+  // time budget needs (first_step_needing_length).
+  for (const std::int64_t d : {800, 1000, 4000}) {
+    REQUIRE(first_step_needing_length(c, d) == wsd_decay_start(c, d));
+    for (std::int64_t step = 0; step < wsd_decay_start(c, d); step += 37)
+      REQUIRE(s.lr(step, d) == s.lr(step, std::int64_t{1} << 52));
+  }
+  // The decay never starts inside the warm-up; a fraction of 1 decays from the warm-up's end.
+  REQUIRE(wsd_decay_start(c, 12) == 10);
+  const ScheduleConfig all{.kind = ScheduleKind::wsd, .lr = 1.0, .decay_fraction = 1.0};
+  REQUIRE(wsd_decay_start(all, 100) == 0);
+  REQUIRE(near(Schedule(all).lr(50, 100), 0.5, kTol, 0));
+  // Cosine's first step that depends on the length is the one after warm-up: η(N) = η for any D.
+  const ScheduleConfig cos{.kind = ScheduleKind::cosine, .lr = 1.0, .warmup_steps = 20};
+  REQUIRE(first_step_needing_length(cos, 500) == 21);
+  REQUIRE(Schedule(cos).lr(20, 500) == Schedule(cos).lr(20, 90));
+  REQUIRE(Schedule(cos).lr(21, 500) != Schedule(cos).lr(21, 90));
+}
+
 TEST_CASE("optim: plateau divides the lr only after patience runs out", "[optim][schedule]") {
   Schedule s({.kind = ScheduleKind::plateau, .lr = 20.0, .factor = 4.0, .patience = 1});
   REQUIRE_FALSE(s.observe(5.0));  // best 5
@@ -136,6 +176,10 @@ TEST_CASE("optim: schedule names parse and invalid configurations are errors",
   REQUIRE_THROWS_WITH(Schedule({.lr = 1.0, .min_lr = 2.0}), Catch::Contains("min_lr 2"));
   REQUIRE_THROWS_WITH(Schedule({.factor = 0.5}), Catch::Contains("factor 0.5"));
   REQUIRE_THROWS_WITH(Schedule({.patience = -1}), Catch::Contains("patience -1"));
+  REQUIRE_THROWS_WITH(Schedule({.decay_fraction = 0.0}), Catch::Contains("decay_fraction 0"));
+  REQUIRE_THROWS_WITH(Schedule({.decay_fraction = 1.5}), Catch::Contains("decay_fraction 1.5"));
+  REQUIRE(parse_schedule_kind("wsd") == ScheduleKind::wsd);
+  REQUIRE(schedule_kind_name(ScheduleKind::wsd) == "wsd");
   const Schedule s({});
   REQUIRE_THROWS_WITH(s.lr(-1, 10), Catch::Contains("step -1"));
   REQUIRE_THROWS_WITH(s.lr(1, -10), Catch::Contains("decay_steps -10"));
