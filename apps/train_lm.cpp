@@ -120,7 +120,7 @@ int train(int argc, char** argv) {
   // resolve it apart (other CPUs) stop there, naming --precision.
   const PrecisionChoice precision = resolve_precision(o.precision, device);
   o.precision = precision.name;
-  if (precision.why != "given") fmt::print("precision {} ({})\n", precision.name, precision.why);
+  if (!precision.why.empty()) fmt::print("precision {} ({})\n", precision.name, precision.why);
   // Ranks started with other flags would train apart, or wait in collectives the others never
   // run (--steps, --save-every): the first flag that differs is named, with the rank.
   comm->check_same("a flag", options_text(o, threads));

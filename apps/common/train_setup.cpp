@@ -113,7 +113,7 @@ std::unique_ptr<Optimizer> make_optimizer(const nn::TransformerLM& model, const 
 }
 
 PrecisionChoice resolve_precision(std::string_view flag, Device device) {
-  if (flag != "auto") return {std::string(flag), "given"};
+  if (flag != "auto") return {std::string(flag), {}};
   const NativeBf16 bf16 = native_bf16(device);
   return {bf16.native ? "bf16" : "f32", fmt::format("auto on {}: {}", device.str(), bf16.why)};
 }

@@ -53,10 +53,10 @@ std::unique_ptr<Optimizer> make_optimizer(const nn::TransformerLM& model,
                                           const TrainOptions& options);
 
 // --precision resolved on `device`: auto becomes bf16 where the device multiplies bf16 natively
-// (core/native_bf16.h), else f32; f32 and bf16 stay as given. `why` is the banner's reason.
+// (core/native_bf16.h), else f32; f32 and bf16 stay as given.
 struct PrecisionChoice {
   std::string name;  // "f32" or "bf16"
-  std::string why;
+  std::string why;   // auto's reason, for the banner; empty when the flag named the precision
 };
 PrecisionChoice resolve_precision(std::string_view flag, Device device);
 
