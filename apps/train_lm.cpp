@@ -66,8 +66,8 @@ int train(int argc, char** argv) {
   install_stop_handlers();
   CLI::App app{
       "train_lm: trains a transformer language model on a text folder (word-level) or a "
-      "prepared dataset (kiln-prepare); the defaults are bench/torch_ref.py's recipe, trained "
-      "for 15 minutes"};
+      "prepared dataset (kiln-prepare); the defaults are the recipe searched for 15 minutes of "
+      "training (docs/recipes.md)"};
   TrainOptions o;
   add_train_flags(app, o);
   CLI11_PARSE(app, argc, argv);
@@ -102,6 +102,7 @@ int train(int argc, char** argv) {
     initial = lm::read_transformer_checkpoint(o.init_from);
     const nn::TransformerConfig flags = o.model;
     o.model = initial->config;
+    o.adaptive_auto = o.input_auto = false;
     if (given("--dropout")) o.model.dropout = flags.dropout;
     if (given("--attn-dropout")) o.model.attn_dropout = flags.attn_dropout;
     if (given("--word-dropout")) o.model.word_dropout = flags.word_dropout;
@@ -161,8 +162,19 @@ int train(int argc, char** argv) {
     with_dropout.config = o.model;
     model = lm::load_model(with_dropout, device);
   } else {
-    model = make_model(o, data->tokenizer().vocab_size(), device);
+    const std::int64_t vocab = data->tokenizer().vocab_size();
+    model = make_model(o, vocab, device);
     order_by_frequency(*model, *data);
+    if (o.adaptive_auto) {
+      const bool adaptive = model->config().adaptive();
+      fmt::print("output: {} (--adaptive-softmax auto: a vocabulary of {} is {} {})\n",
+                 adaptive ? "adaptive softmax" : "full softmax", vocab,
+                 adaptive ? "at least" : "below", kAutoAdaptiveVocab);
+    }
+    if (o.input_auto)
+      fmt::print("input: {} (--input auto: the output is {})\n",
+                 model->config().input == nn::InputKind::adaptive ? "adaptive input" : "embedding",
+                 model->config().adaptive() ? "the adaptive softmax" : "the full softmax");
   }
   const auto optimizer = make_optimizer(*model, o);
   lm::TrainerOptions options = trainer_options(o, device, threads);

@@ -16,11 +16,12 @@
 #   bench/compare_torch.sh [--rounds N] [--threads N] [--configs "default large-cpu"]
 #                          [--torch "ref pypi"] [--precisions "f32 bf16"]
 #
-# Configs (model flags both programs accept): default (train_lm's default model, d 256, 2 layers,
-# T 64, B 32; 100 steps), large-cpu (d 512, 8 heads, 4 layers, ff 2048, T 128, B 16; 40 steps) and
-# adaptive (default's flags plus --adaptive-softmax 2000,10000 --adaptive-div 4: the adaptive
-# softmax over frequency ranks, its shortlist tied to the embedding; 100 steps), which only runs
-# when named: --configs adaptive.
+# Configs (model flags both programs accept; train_lm also gets torch_ref.py's recipe spelled out,
+# as its defaults are the 15-minute recipe): default (torch_ref.py's model, d 256, 2 layers,
+# T 64, B 32, the full softmax; 100 steps), large-cpu (d 512, 8 heads, 4 layers, ff 2048, T 128,
+# B 16; 40 steps) and adaptive (default's flags plus --adaptive-softmax 2000,10000 --adaptive-div 4
+# --input embedding: the adaptive softmax over frequency ranks, its shortlist tied to the
+# embedding; 100 steps), which only runs when named: --configs adaptive.
 #
 # Nothing else may run on the machine meanwhile: two programs spinning OpenMP threads on the same
 # cores slow each other down several times over.
@@ -59,11 +60,20 @@ config_flags() {
   case $1 in
     default) echo "--d-model 256 --heads 4 --layers 2 --ff 1024 --seq-len 64 --batch-size 32" ;;
     large-cpu) echo "--d-model 512 --heads 8 --layers 4 --ff 2048 --seq-len 128 --batch-size 16" ;;
-    adaptive) echo "$(config_flags default) --adaptive-softmax 2000,10000 --adaptive-div 4" ;;
+    adaptive)
+      echo "$(config_flags default) --adaptive-softmax 2000,10000 --adaptive-div 4 --input embedding"
+      ;;
     *) echo "compare_torch: unknown config $1" >&2; exit 2 ;;
   esac
 }
 config_steps() { case $1 in default | adaptive) echo 100 ;; large-cpu) echo 40 ;; esac; }
+# train_lm's side of torch_ref.py's recipe beyond the model: its defaults are the 15-minute
+# recipe (docs/recipes.md), so the reference's dropout, constant lr and output are named.
+kiln_reference() {
+  local output="--adaptive-softmax none"
+  [ "$1" = adaptive ] && output=""
+  echo "--dropout 0.1 --word-dropout 0 --lr 0.001 --schedule constant --warmup 0 $output"
+}
 # Tokens per step: --batch-size times --seq-len among a config's flags.
 tokens_per_step() {
   echo "$1" | awk '{ for (i = 1; i < NF; i++) { if ($i == "--batch-size") b = $(i + 1)
@@ -108,7 +118,7 @@ for config in $configs; do
       # shellcheck disable=SC2086
       measure "$train_lm" --data "$data" --threads "$threads" --steps "$steps" --time-budget 0 \
         --eval-every 0 --log-every 5 --metrics "$work/metrics.jsonl" --precision "$precision" \
-        $flags
+        $flags $(kiln_reference "$config")
       kiln_tps=$(awk -v first="$warmup" -v last="$steps" -v tokens="$(tokens_per_step "$flags")" '
         /"split":"train"/ { step = $0; sub(/.*"step":/, "", step); sub(/,.*/, "", step)
           t = $0; sub(/.*"elapsed_s":/, "", t); sub(/[,}].*/, "", t)

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """torch_ref.py: kiln's reference model and recipe, in PyTorch, on WikiText-2.
 
-kiln's TransformerLM with its default configuration, and train_lm with its default flags,
+kiln's TransformerLM with its default configuration, and train_lm with this file's recipe
+spelled out (its own defaults are the 15-minute recipe: bench/compare_torch.sh names the flags),
 compute exactly what this file computes; bench/compare_torch.sh runs the two side by side,
 tools/make_golden.py builds the golden test values from this model and tools/kiln_to_torch.py
 evaluates a kiln checkpoint with it. The recipe:
@@ -58,6 +59,19 @@ torch.autocast(dtype=torch.bfloat16), as PyTorch users train in bf16; --sdpa com
 with F.scaled_dot_product_attention(is_causal=True) instead of materialising the (T, T) scores
 (PyTorch 2); --fused-adam asks for torch.optim.Adam(fused=True) and says when the installed
 PyTorch cannot; --norm pre and --activation gelu follow train_lm's flags of the same names.
+
+train_lm's quality recipe (its defaults since the 15-minute search, docs/recipes.md), so that the
+two programs train the same recipe for the same time (bench/compare_recipe.sh):
+  --schedule cosine|wsd, --lr-warmup W, --min-lr, --decay-fraction F, --decay-steps D: the
+           learning rate of step s (0-based) is lr (s+1)/W during the warm-up (s < W); cosine then
+           min + (lr - min)(1 + cos(pi (s-W)/(D-W)))/2; wsd stays at lr until D - round(F D) (at
+           least W) and then falls linearly to min at D. Bounded by --time-budget alone, D is
+           fitted to the budget as train_lm fits it, right before the first step whose lr
+           depends on it (wsd: by the rate so far, after at least 10 timed steps, the first left
+           out): D = s + 1 + floor(time left / seconds per step).
+  --shuffle: each epoch visits the windows (the batchified rows) in a new random order.
+  --word-dropout p: each training step zeroes the embedding of a fraction p of the word types
+           at every occurrence and scales the rest by 1/(1-p) (AWD-LSTM's), before * sqrt(d).
 
 What it prints (bench/compare_torch.sh and scripts/gpu_check.sh read these lines):
   torch <version> | python <version> | threads N | device D | blas ... | precision ... | ...
@@ -299,9 +313,11 @@ class TransformerLM(nn.Module):
     adaptive softmax over the ranks of `order` (frequency_order) instead, forward giving log p."""
 
     def __init__(self, ntoken, d, heads, layers, ff, p, norm="post", activation="relu", sdpa=False,
-                 cutoffs=(), div=4.0, order=None, adaptive_input=False):
+                 cutoffs=(), div=4.0, order=None, adaptive_input=False, word_dropout=0.0):
         super().__init__()
         self.d = d
+        self.ntoken = ntoken
+        self.word_dropout = word_dropout
         self.emb = None if adaptive_input else nn.Embedding(ntoken, d)
         self.pos = PositionalEncoding(d)
         self.drop = dropout_or_identity(p)
@@ -327,6 +343,9 @@ class TransformerLM(nn.Module):
 
     def hidden(self, ids):  # (B, T) -> (B, T, d), the last block's output
         e = self.emb(ids) if self.emb is not None else self.out.embed(ids)
+        if self.training and self.word_dropout > 0:
+            keep = torch.empty(self.ntoken, 1, device=e.device).bernoulli_(1 - self.word_dropout)
+            e = e * (keep / (1 - self.word_dropout))[ids]
         x = self.drop(self.pos(e * math.sqrt(self.d)))
         mask = self.causal_mask(ids.size(1))
         for block in self.blocks:
@@ -420,6 +439,22 @@ def machine_report(start, wall):
             f"this process {own1 - own0:.1f} cpu-s; loadavg {load}")
 
 
+def schedule_lr(args, step, length):
+    """train_lm's learning rate of step `step` (0-based) for a schedule of `length` steps."""
+    base, warm = args.lr, args.lr_warmup
+    if args.schedule == "constant" or step < warm:
+        return base * (min(step + 1, warm) / warm if warm > 0 else 1.0)
+    if step >= length:
+        return args.min_lr
+    if args.schedule == "cosine":
+        progress = (step - warm) / (length - warm)
+        return args.min_lr + 0.5 * (base - args.min_lr) * (1 + math.cos(math.pi * progress))
+    start = max(warm, length - math.floor(args.decay_fraction * length + 0.5))  # llround
+    if step < start:
+        return base
+    return args.min_lr + (base - args.min_lr) * (length - step) / (length - start)
+
+
 def make_adam(params, args):
     """torch.optim.Adam, fused when asked for and the installed PyTorch has it for this device."""
     options = dict(lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps)
@@ -458,6 +493,14 @@ def parse_args(argv=None):
     ap.add_argument("--epochs", type=int, default=0,
                     help="stop after N epochs (0: one epoch when neither --steps nor --time-budget is set)")
     ap.add_argument("--warmup", type=int, default=5, help="first steps left out of tokens/s")
+    ap.add_argument("--schedule", choices=("constant", "cosine", "wsd"), default="constant")
+    ap.add_argument("--lr-warmup", type=int, default=0, help="steps of linear lr warm-up")
+    ap.add_argument("--min-lr", type=float, default=0.0, help="cosine and wsd: the final lr")
+    ap.add_argument("--decay-fraction", type=float, default=0.2, help="wsd: the decaying share")
+    ap.add_argument("--decay-steps", type=int, default=0,
+                    help="cosine and wsd: the schedule's length (0: --steps, else fitted to --time-budget)")
+    ap.add_argument("--word-dropout", type=float, default=0.0, help="word (embedding) dropout")
+    ap.add_argument("--shuffle", action="store_true", help="the windows in a new random order each epoch")
     ap.add_argument("--log-interval", type=int, default=50, help="a step line every N steps")
     ap.add_argument("--eval", action="store_true", help="valid and test perplexity after training")
     ap.add_argument("--eval-batch", type=int, default=10)
@@ -489,6 +532,8 @@ def parse_args(argv=None):
         ap.error("--adaptive-div must be positive")
     if args.adaptive_input and not args.cutoffs:
         ap.error("--input adaptive needs --adaptive-softmax")
+    if args.schedule != "constant" and not (args.decay_steps or args.steps or args.time_budget):
+        ap.error(f"--schedule {args.schedule} needs --decay-steps, --steps or --time-budget")
     if args.sdpa and not hasattr(F, "scaled_dot_product_attention"):
         ap.error(f"--sdpa needs PyTorch 2 (this is {torch.__version__}; bench/run_torch_pypi.sh has it)")
     return args
@@ -524,7 +569,7 @@ def main(argv=None):
     model = TransformerLM(vocab, args.d_model, args.heads, args.layers, args.ff, args.dropout,
                           args.norm, args.activation, args.sdpa, args.cutoffs, args.adaptive_div,
                           frequency_order(corpus.train, vocab) if args.cutoffs else None,
-                          args.adaptive_input).to(device)
+                          args.adaptive_input, args.word_dropout).to(device)
     params = sum(p.numel() for p in model.parameters())
     optimizer, adam_kind = make_adam(list(model.parameters()), args)
     if model.out is None:
@@ -553,14 +598,26 @@ def main(argv=None):
     interval_sum, interval_steps, last = 0.0, 0, float("nan")
     machine_start = cpu_times()
     model.train()
+    length = args.decay_steps or args.steps or None  # None: fitted to --time-budget below
+    window_order = torch.Generator().manual_seed(args.seed)
     train_start = time.perf_counter()
+    rate_from = None
     done = False
     while not done and epoch < epochs:
         epoch += 1
-        for row in range(0, train_data.size(0) - 1, args.seq_len):
+        rows = list(range(0, train_data.size(0) - 1, args.seq_len))
+        if args.shuffle:
+            rows = [rows[i] for i in torch.randperm(len(rows), generator=window_order).tolist()]
+        for row in rows:
             inputs, targets = get_batch(train_data, row, args.seq_len)
             with autocast(device, args.precision):
                 loss = model.loss(inputs, targets)
+            if args.schedule != "constant":
+                for group in optimizer.param_groups:
+                    group["lr"] = schedule_lr(args, step, length or 1 << 52)
+            elif args.lr_warmup:
+                for group in optimizer.param_groups:
+                    group["lr"] = schedule_lr(args, step, 1)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if args.clip > 0:
@@ -573,6 +630,29 @@ def main(argv=None):
             interval_sum += last
             interval_steps += 1
             now = time.perf_counter()
+            if length is None and args.schedule != "constant":
+                # train_lm's Trainer::fix_length_from_budget, one rank: the length is fixed right
+                # before the first step whose lr depends on it, by the rate timed so far
+                if step == 1:
+                    rate_from = now
+                timed = step - 1
+                per_step = (now - rate_from) / timed if timed > 0 else (now - train_start) / step
+                left = max(0.0, args.time_budget - (now - train_start))
+                estimate = step + 1 + int(min(left // per_step, 1 << 30))
+                decay_start = max(args.lr_warmup,
+                                  estimate - math.floor(args.decay_fraction * estimate + 0.5))
+                if args.schedule == "cosine":
+                    fix = step + 1 >= args.lr_warmup + 1
+                else:
+                    fix = step + 1 >= decay_start and timed >= 10
+                while args.schedule == "wsd" and decay_start < step:
+                    estimate += 1
+                    decay_start = max(args.lr_warmup,
+                                      estimate - math.floor(args.decay_fraction * estimate + 0.5))
+                if fix:
+                    length = estimate
+                    print(f"schedule: {args.schedule} over {length} steps, fitted to --time-budget "
+                          f"{args.time_budget}s at {per_step:.4f}s a step", flush=True)
             if step == args.warmup:
                 measured_from = now
             elif step > args.warmup:

@@ -286,6 +286,13 @@ void Trainer::resume(const Checkpoint& resumed) {
         resumed.path, world_));
   }
   model_.dropout_generator().set_state(state_.dropout_seed, state_.dropout_offset);
+  if (state_.decay_steps == 0 && decay_steps > 0 && options_.decay_steps == 0) {
+    // Saved while a run bounded by its time budget was still timing its steps: this run's own
+    // length (--epochs or --steps) is the schedule's.
+    message(fmt::format("note: {} had not fixed its schedule's length yet; this run's {} steps are",
+                        resumed.path, decay_steps));
+    state_.decay_steps = decay_steps;
+  }
   if (options_.decay_steps > 0 && decay_steps != state_.decay_steps) {
     message(fmt::format("note: --decay-steps {} overrides the checkpoint's {}", decay_steps,
                         state_.decay_steps));
@@ -369,26 +376,26 @@ std::int64_t Trainer::schedule_length() const {
   return state_.decay_steps > 0 ? state_.decay_steps : kLengthPending;
 }
 
-// A budget-bounded run times at least kRateSteps updates (after the first, which also pays for
-// first-touch allocations) and kRateShare of its budget before it fixes its schedule's length,
-// unless the next step's lr needs the length sooner (cosine right after its warm-up).
+// A budget-bounded run fixes its schedule's length as late as it can, so that the step rate it
+// divides the budget by is timed over as much of the run as possible: right before the first
+// step whose lr depends on the length (cosine: the step after its warm-up; wsd: the start of its
+// decay, by the length the rate so far gives), and for wsd not before kRateSteps updates are
+// timed (after the first, which also pays for first-touch allocations). A rate timed early runs
+// out of budget before the decay ends when later steps are slower.
 constexpr std::int64_t kRateSteps = 10;
-constexpr double kRateShare = 0.05;
 
 void Trainer::fix_length_from_budget() {
   const std::int64_t done = state_.step - first_step_;
   if (done == 1) rate_start_seconds_ = train_seconds_;
   const std::int64_t timed = done - 1;
-  const bool needed_next =
-      state_.step + 1 >= first_step_needing_length(options_.schedule, schedule_length());
-  bool fix =
-      needed_next || (timed >= kRateSteps && train_seconds_ >= kRateShare * options_.time_budget);
   const double seconds_per_step = timed > 0 ? (train_seconds_ - rate_start_seconds_) / timed
                                             : train_seconds_ / static_cast<double>(done);
   const double left = std::max(0.0, options_.time_budget - train_seconds_);
   const double room = seconds_per_step > 0 ? std::floor(left / seconds_per_step) : 0.0;
   std::int64_t length =
       state_.step + 1 + static_cast<std::int64_t>(std::min(room, static_cast<double>(1 << 30)));
+  bool fix = state_.step + 1 >= first_step_needing_length(options_.schedule, length) &&
+             (options_.schedule.kind == ScheduleKind::cosine || timed >= kRateSteps);
   // No step taken so far may fall in wsd's decay for the length: a longer run when the budget is
   // that short. (Cosine's first step that needs a length, N + 1, is not passed before this call.)
   if (options_.schedule.kind == ScheduleKind::wsd)

@@ -231,9 +231,9 @@ class Trainer {
   // The schedule's length for step()'s lr: state_.decay_steps, or a length that no step before
   // fix_length_from_budget() runs depends on while a budget-bounded run is still measuring.
   std::int64_t schedule_length() const;
-  // A run bounded only by --time-budget: after the step rate is timed (or before the first step
-  // whose lr depends on the length), fixes state_.decay_steps to the steps the budget leaves
-  // room for, rank 0's for every rank, and says so.
+  // A run bounded only by --time-budget: right before the first step whose lr depends on the
+  // length (by the step rate timed so far), fixes state_.decay_steps to the steps the budget
+  // leaves room for, rank 0's for every rank, and says so.
   void fix_length_from_budget();
   // What the ranks agree on at a step boundary (a collective with several ranks): whether any
   // asked to stop, and whether any has used up the time budget.

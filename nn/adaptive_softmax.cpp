@@ -148,10 +148,11 @@ Tensor AdaptiveSoftmax::embed(const Tensor& ids) const {
              "AdaptiveSoftmax: embed is adaptive input's; this module is tied to an "
              "embedding");
   // The input vector of every word in rank order, (vocab, d): the shortlist, then each cluster's
-  // output_i P_i. Then each id's row of it, by rank.
+  // output_i P_i, in the shortlist's dtype (under bf16 autocast the product is bf16; the table,
+  // like an embedding, stays float32). Then each id's row of it, by rank.
   std::vector<Tensor> parts{shortlist};
   for (std::size_t i = 0; i < outputs.size(); ++i)
-    parts.push_back(matmul(outputs[i], projections[i]));
+    parts.push_back(matmul(outputs[i], projections[i]).to(shortlist.dtype()));
   return embedding(cat(parts, 0), ranks(ids, std::numeric_limits<std::int64_t>::min()));
 }
 

@@ -91,7 +91,9 @@ void for_each_saved(Options& o, F&& f) {
           .range = positive,
           .trainer_notes = true},
     o.grad_accum);
-  f(Field{"--shuffle", training, "visit the windows in a shuffled order each epoch"}, o.shuffle);
+  f(Field{"--shuffle", training,
+          "visit the windows in a shuffled order each epoch (--no-shuffle: in order)"},
+    o.shuffle);
   f(Field{"--schedule",
           training,
           "learning-rate schedule",
@@ -266,7 +268,31 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                 "write metrics to this file, one JSON object per line");
   app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
   for_each_model_field([&](const nn::ConfigField& field) {
-    if (field.is_choice()) {
+    if (std::string_view(field.flag) == "--adaptive-softmax") {
+      app.add_option_function<std::string>(
+             field.flag,
+             [&o, &field](const std::string& name) {
+               o.adaptive_auto = name == "auto";
+               field.set_choice(o.model, o.adaptive_auto ? "none" : name);
+             },
+             fmt::format("{}; auto: {} for a vocabulary of at least {} tokens, else none",
+                         field.help, nn::cutoffs_text(auto_adaptive_cutoffs(kAutoAdaptiveVocab)),
+                         kAutoAdaptiveVocab))
+          ->default_str(o.adaptive_auto ? "auto" : field.text(o.model));
+    } else if (std::string_view(field.flag) == "--input") {
+      std::vector<std::string> choices(field.choices.begin(), field.choices.end());
+      choices.emplace_back("auto");
+      app.add_option_function<std::string>(
+             field.flag,
+             [&o, &field](const std::string& name) {
+               o.input_auto = name == "auto";
+               if (!o.input_auto) field.set_choice(o.model, name);
+             },
+             field.help + std::string("; auto: adaptive input when the output is the adaptive "
+                                      "softmax, else the embedding"))
+          ->default_str(o.input_auto ? "auto" : field.text(o.model))
+          ->check(CLI::IsMember(choices));
+    } else if (field.is_choice()) {
       CLI::Option* option =
           app.add_option_function<std::string>(
                  field.flag,
@@ -286,7 +312,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
     using T = std::remove_reference_t<decltype(member)>;
     CLI::Option* option;
     if constexpr (std::is_same_v<T, bool>) {
-      option = app.add_flag(field.flag, member, field.help);
+      // A switch that is on by default is turned off by its --no- form.
+      const std::string names =
+          member ? fmt::format("{},!--no-{}", field.flag, field.flag + 2) : std::string(field.flag);
+      option = app.add_flag(names, member, field.help);
     } else if constexpr (std::is_same_v<T, std::string>) {
       option = app.add_option(field.flag, member, field.help)->capture_default_str();
     } else {
@@ -312,6 +341,8 @@ void apply_preset(TrainOptions& o, const std::function<bool(std::string_view)>& 
                                    .norm = nn::NormPlacement::pre,
                                    .position = nn::PositionKind::learned,
                                    .embedding_scale = nn::EmbeddingScale::none};
+  if (!given("--adaptive-softmax")) o.adaptive_auto = false;  // the preset's output and input
+  if (!given("--input")) o.input_auto = false;
   for_each_model_field([&](const nn::ConfigField& field) {
     if (given(field.flag)) return;
     if (field.is_choice()) {
@@ -360,9 +391,16 @@ void check_options(const TrainOptions& o) {
              o.save_every);
 }
 
+std::vector<std::int64_t> auto_adaptive_cutoffs(std::int64_t vocab) {
+  if (vocab < kAutoAdaptiveVocab) return {};
+  return {2000, 10000};
+}
+
 nn::TransformerConfig model_config(const TrainOptions& o, std::int64_t vocab) {
   nn::TransformerConfig c = o.model;
   c.vocab = vocab;
+  if (o.adaptive_auto) c.adaptive_cutoffs = auto_adaptive_cutoffs(vocab);
+  if (o.input_auto) c.input = c.adaptive() ? nn::InputKind::adaptive : nn::InputKind::embedding;
   return c;
 }
 
@@ -385,6 +423,8 @@ std::vector<std::string> merge_saved_options(TrainOptions& o,
   kept.kv_heads = kept.kv();
   for_each_model_field([&](const nn::ConfigField& field) {
     const std::string mine = field.text(asked), theirs = field.text(kept);
+    if (o.adaptive_auto && std::string_view(field.flag) == "--adaptive-softmax") return;
+    if (o.input_auto && std::string_view(field.flag) == "--input") return;
     KILN_CHECK(!given(field.flag) || mine == theirs,
                "{} {} disagrees with the checkpoint's {} ({}): drop the flag to continue that "
                "run, or start a new one without --resume",
@@ -392,6 +432,7 @@ std::vector<std::string> merge_saved_options(TrainOptions& o,
   });
   const std::int64_t vocab = o.model.vocab;
   o.model = saved_model;
+  o.adaptive_auto = o.input_auto = false;  // the checkpoint's output and input
   o.model.vocab = vocab;
   std::vector<std::string> notes;
   for_each_saved(o, [&](const Field& field, auto& member) {

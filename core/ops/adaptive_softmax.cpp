@@ -119,20 +119,22 @@ Tensor adaptive_log_softmax(const Tensor& x, const AdaptiveSoftmaxWeights& weigh
   constexpr const char* kOp = "adaptive_log_softmax";
   profile::Scope scope(profile::Family::vocabulary);
   const std::int64_t shortlist = check_weights(kOp, x, weights);
-  // The head's and clusters' logits stay float32 under autocast, as TransformerLM::logits'.
-  const Tensor x_operand = autocast_operand(x);
+  // The head's and clusters' logits stay float32 under autocast, as TransformerLM::logits': the
+  // operands are cast (bf16 under autocast) before the products run with float32 results.
+  const Tensor x_operand = autocast_operand(x), head_operand = autocast_operand(weights.head);
   Tensor head;
   {
     const Autocast float32_result(Precision::f32);
-    head = log_softmax(matmul(x_operand, autocast_operand(weights.head).t()));
+    head = log_softmax(matmul(x_operand, head_operand.t()));
   }
   std::vector<Tensor> parts{head.narrow(1, 0, shortlist)};
   for (std::size_t i = 0; i < weights.projections.size(); ++i) {
-    const Tensor reduced = reduce(x_operand, weights.projections[i]);
+    const Tensor reduced = autocast_operand(reduce(x_operand, weights.projections[i]));
+    const Tensor output_operand = autocast_operand(weights.outputs[i]);
     Tensor logits;
     {
       const Autocast float32_result(Precision::f32);
-      logits = matmul(autocast_operand(reduced), autocast_operand(weights.outputs[i]).t());
+      logits = matmul(reduced, output_operand.t());
     }
     const std::int64_t column = shortlist + static_cast<std::int64_t>(i);
     parts.push_back(log_softmax(logits) + head.narrow(1, column, 1));

@@ -1,8 +1,11 @@
 // The adaptive softmax through the programs: train_lm --adaptive-softmax (tied, and with adaptive
 // input) learns, saves the frequency order, resumes bit for bit; eval_ppl reproduces its
-// perplexity, generate and attention_maps run on its checkpoint; bad flags are refused by name.
+// perplexity, generate and attention_maps run on its checkpoint; bad flags are refused by name;
+// auto, the default, resolves from the vocabulary.
+#include <CLI/CLI.hpp>
 #include <catch2/catch.hpp>
 
+#include "apps/common/options.h"
 #include "core/io/safetensors.h"
 #include "programs.h"
 
@@ -21,7 +24,9 @@ bool has_tensor(const SafetensorsFile& file, const std::string& name) {
 
 TEST_CASE("train_lm --adaptive-softmax trains, resumes exactly, and every program reads it") {
   const std::string input = GENERATE("embedding", "adaptive");
-  INFO("--input " << input);
+  // bf16 too: its products are bf16 where the embedding and the adaptive input's table are not.
+  const std::string precision = GENERATE("f32", "bf16");
+  INFO("--input " << input << " --precision " << precision);
   TempDir dir;
   write_tiny_corpus(dir.path().string());
   const std::string data = dir.path().string();
@@ -29,7 +34,8 @@ TEST_CASE("train_lm --adaptive-softmax trains, resumes exactly, and every progra
   // 23).
   const std::string flags = kTrainLm + " --data " + data + " " + kTinyFlags +
                             " --adaptive-softmax 6,12 --adaptive-div 2 --input " + input +
-                            " --dropout 0.1 --shuffle --eval-every 10 --log-every 10 --threads 2";
+                            " --dropout 0.1 --shuffle --eval-every 10 --log-every 10 --threads 2" +
+                            " --precision " + precision;
   const RunResult whole = run(flags + " --steps 30 --save " + dir.file("whole.safetensors"));
   INFO(whole.output);
   REQUIRE(whole.status == 0);
@@ -99,4 +105,53 @@ TEST_CASE("train_lm refuses adaptive-softmax flags it cannot build, naming them"
   const RunResult input_alone = run(flags + " --input adaptive");
   CHECK(input_alone.status != 0);
   CHECK_THAT(input_alone.output, Catch::Contains("input adaptive needs the adaptive softmax"));
+}
+
+TEST_CASE("adaptive softmax and input auto: adaptive for a large vocabulary, full below") {
+  CHECK(auto_adaptive_cutoffs(kAutoAdaptiveVocab - 1).empty());
+  CHECK(auto_adaptive_cutoffs(kAutoAdaptiveVocab) == std::vector<std::int64_t>{2000, 10000});
+  CHECK(auto_adaptive_cutoffs(50257) == std::vector<std::int64_t>{2000, 10000});
+
+  // The default resolves in model_config; cutoffs or none on the command line replace it, and a
+  // preset's model keeps its own output (GPT-2's full softmax).
+  const auto parsed = [](std::vector<std::string> args) {
+    CLI::App app{"train_lm"};
+    TrainOptions o;
+    add_train_flags(app, o);
+    args.insert(args.begin(), "train_lm");
+    std::vector<const char*> argv;
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    apply_preset(o, [&](std::string_view flag) { return app.count(std::string(flag)) > 0; });
+    return o;
+  };
+  CHECK(model_config(parsed({}), 33278).adaptive_cutoffs == std::vector<std::int64_t>{2000, 10000});
+  CHECK(model_config(parsed({}), 97).adaptive_cutoffs.empty());
+  CHECK(model_config(parsed({"--adaptive-softmax", "none"}), 33278).adaptive_cutoffs.empty());
+  CHECK(model_config(parsed({"--adaptive-softmax", "500,3000"}), 33278).adaptive_cutoffs ==
+        std::vector<std::int64_t>{500, 3000});
+  CHECK(model_config(parsed({"--adaptive-softmax", "auto"}), 50257).adaptive());
+  CHECK(!model_config(parsed({"--preset", "gpt2"}), 50257).adaptive());
+  CHECK(model_config(parsed({"--preset", "gpt2", "--adaptive-softmax", "auto"}), 50257).adaptive());
+  // --input auto: adaptive input with the adaptive softmax, else the embedding.
+  using nn::InputKind;
+  CHECK(model_config(parsed({}), 33278).input == InputKind::adaptive);
+  CHECK(model_config(parsed({}), 97).input == InputKind::embedding);
+  CHECK(model_config(parsed({"--adaptive-softmax", "none"}), 33278).input == InputKind::embedding);
+  CHECK(model_config(parsed({"--adaptive-softmax", "6,12"}), 97).input == InputKind::adaptive);
+  CHECK(model_config(parsed({"--input", "embedding"}), 33278).input == InputKind::embedding);
+  CHECK(model_config(parsed({"--input", "auto"}), 33278).input == InputKind::adaptive);
+  CHECK(model_config(parsed({"--preset", "gpt2"}), 50257).input == InputKind::embedding);
+
+  // train_lm says what auto chose and why: the tiny corpus's 25 tokens get the full softmax.
+  TempDir dir;
+  write_tiny_corpus(dir.path().string());
+  const RunResult r = run(tiny_train(dir) + " --steps 1 --eval-every 0");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("output: full softmax (--adaptive-softmax auto: a "
+                                       "vocabulary of 25 is below 20000)"));
+  CHECK_THAT(r.output, Catch::Contains("input: embedding (--input auto: the output is the full "
+                                       "softmax)"));
+  CHECK_THAT(r.output, !Catch::Contains("| adaptive softmax"));
 }
