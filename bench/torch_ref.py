@@ -439,6 +439,11 @@ def machine_report(start, wall):
             f"this process {own1 - own0:.1f} cpu-s; loadavg {load}")
 
 
+def wsd_decay_start(args, length):
+    """The first step of wsd's decay for a schedule of `length` steps (train_lm's, llround)."""
+    return max(args.lr_warmup, length - math.floor(args.decay_fraction * length + 0.5))
+
+
 def schedule_lr(args, step, length):
     """train_lm's learning rate of step `step` (0-based) for a schedule of `length` steps."""
     base, warm = args.lr, args.lr_warmup
@@ -449,7 +454,7 @@ def schedule_lr(args, step, length):
     if args.schedule == "cosine":
         progress = (step - warm) / (length - warm)
         return args.min_lr + 0.5 * (base - args.min_lr) * (1 + math.cos(math.pi * progress))
-    start = max(warm, length - math.floor(args.decay_fraction * length + 0.5))  # llround
+    start = wsd_decay_start(args, length)
     if step < start:
         return base
     return args.min_lr + (base - args.min_lr) * (length - step) / (length - start)
@@ -639,16 +644,12 @@ def main(argv=None):
                 per_step = (now - rate_from) / timed if timed > 0 else (now - train_start) / step
                 left = max(0.0, args.time_budget - (now - train_start))
                 estimate = step + 1 + int(min(left // per_step, 1 << 30))
-                decay_start = max(args.lr_warmup,
-                                  estimate - math.floor(args.decay_fraction * estimate + 0.5))
                 if args.schedule == "cosine":
                     fix = step + 1 >= args.lr_warmup + 1
                 else:
-                    fix = step + 1 >= decay_start and timed >= 10
-                while args.schedule == "wsd" and decay_start < step:
+                    fix = step + 1 >= wsd_decay_start(args, estimate) and timed >= 10
+                while args.schedule == "wsd" and wsd_decay_start(args, estimate) < step:
                     estimate += 1
-                    decay_start = max(args.lr_warmup,
-                                      estimate - math.floor(args.decay_fraction * estimate + 0.5))
                 if fix:
                     length = estimate
                     print(f"schedule: {args.schedule} over {length} steps, fitted to --time-budget "

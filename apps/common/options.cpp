@@ -242,6 +242,22 @@ T saved_value(const nlohmann::json& j, const Field& field, const std::string& ke
   return value;
 }
 
+// The model fields whose default is auto (resolved by model_config): the option's switch, or
+// nullptr for the others.
+bool* auto_switch(TrainOptions& o, std::string_view flag) {
+  if (flag == "--adaptive-softmax") return &o.adaptive_auto;
+  if (flag == "--input") return &o.input_auto;
+  return nullptr;
+}
+
+std::string auto_help(std::string_view flag) {
+  if (flag == "--input")
+    return "adaptive input when the output is the adaptive softmax, else the embedding";
+  return fmt::format("{} for a vocabulary of at least {} tokens, else none",
+                     nn::cutoffs_text(auto_adaptive_cutoffs(kAutoAdaptiveVocab)),
+                     kAutoAdaptiveVocab);
+}
+
 }  // namespace
 
 void add_train_flags(CLI::App& app, TrainOptions& o) {
@@ -268,30 +284,20 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                 "write metrics to this file, one JSON object per line");
   app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
   for_each_model_field([&](const nn::ConfigField& field) {
-    if (std::string_view(field.flag) == "--adaptive-softmax") {
-      app.add_option_function<std::string>(
-             field.flag,
-             [&o, &field](const std::string& name) {
-               o.adaptive_auto = name == "auto";
-               field.set_choice(o.model, o.adaptive_auto ? "none" : name);
-             },
-             fmt::format("{}; auto: {} for a vocabulary of at least {} tokens, else none",
-                         field.help, nn::cutoffs_text(auto_adaptive_cutoffs(kAutoAdaptiveVocab)),
-                         kAutoAdaptiveVocab))
-          ->default_str(o.adaptive_auto ? "auto" : field.text(o.model));
-    } else if (std::string_view(field.flag) == "--input") {
+    if (bool* is_auto = auto_switch(o, field.flag)) {
       std::vector<std::string> choices(field.choices.begin(), field.choices.end());
-      choices.emplace_back("auto");
-      app.add_option_function<std::string>(
-             field.flag,
-             [&o, &field](const std::string& name) {
-               o.input_auto = name == "auto";
-               if (!o.input_auto) field.set_choice(o.model, name);
-             },
-             field.help + std::string("; auto: adaptive input when the output is the adaptive "
-                                      "softmax, else the embedding"))
-          ->default_str(o.input_auto ? "auto" : field.text(o.model))
-          ->check(CLI::IsMember(choices));
+      CLI::Option* option = app.add_option_function<std::string>(
+                                   field.flag,
+                                   [is_auto, &o, &field](const std::string& name) {
+                                     *is_auto = name == "auto";
+                                     if (!*is_auto) field.set_choice(o.model, name);
+                                   },
+                                   fmt::format("{}; auto: {}", field.help, auto_help(field.flag)))
+                                ->default_str("auto");
+      if (!choices.empty()) {
+        choices.emplace_back("auto");
+        option->check(CLI::IsMember(choices));
+      }
     } else if (field.is_choice()) {
       CLI::Option* option =
           app.add_option_function<std::string>(
@@ -341,8 +347,8 @@ void apply_preset(TrainOptions& o, const std::function<bool(std::string_view)>& 
                                    .norm = nn::NormPlacement::pre,
                                    .position = nn::PositionKind::learned,
                                    .embedding_scale = nn::EmbeddingScale::none};
-  if (!given("--adaptive-softmax")) o.adaptive_auto = false;  // the preset's output and input
-  if (!given("--input")) o.input_auto = false;
+  for (const char* flag : {"--adaptive-softmax", "--input"})  // the preset's output and input
+    if (!given(flag)) *auto_switch(o, flag) = false;
   for_each_model_field([&](const nn::ConfigField& field) {
     if (given(field.flag)) return;
     if (field.is_choice()) {
@@ -423,8 +429,7 @@ std::vector<std::string> merge_saved_options(TrainOptions& o,
   kept.kv_heads = kept.kv();
   for_each_model_field([&](const nn::ConfigField& field) {
     const std::string mine = field.text(asked), theirs = field.text(kept);
-    if (o.adaptive_auto && std::string_view(field.flag) == "--adaptive-softmax") return;
-    if (o.input_auto && std::string_view(field.flag) == "--input") return;
+    if (const bool* is_auto = auto_switch(o, field.flag); is_auto && *is_auto) return;
     KILN_CHECK(!given(field.flag) || mine == theirs,
                "{} {} disagrees with the checkpoint's {} ({}): drop the flag to continue that "
                "run, or start a new one without --resume",
