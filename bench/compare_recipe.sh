@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# Equal time, equal recipe: train_lm and bench/torch_ref.py (Debian's PyTorch through
-# bench/run_torch_ref.sh) each train train_lm's default recipe -- the model, the adaptive softmax
-# and adaptive input, shuffled windows, dropout and word dropout, the learning rate and its
-# warm-up-stable-decay schedule fitted to the budget -- for the same minutes of training on the same machine, one after the other, and each
+# Equal time, equal recipe: train_lm and bench/torch_ref.py each train train_lm's default recipe
+# -- the model, the adaptive softmax and adaptive input, shuffled windows, dropout and word
+# dropout, the precision, the learning rate and its warm-up-stable-decay schedule fitted to the
+# budget -- for the same minutes of training on the same machine, one after the other, and each
 # reports its validation and test perplexity on the headline protocol (non-overlapping windows of
 # the training T, batch 10, every target counted). The recipe is read from `train_lm --help`, so
 # it is the defaults train_lm has, and passed to both programs explicitly.
 #
 #   bench/compare_recipe.sh                     # 15 minutes each, every core
-#   bench/compare_recipe.sh --minutes 2 --threads 1
+#   bench/compare_recipe.sh --minutes 2 --threads 1 --seed 2
+#   bench/compare_recipe.sh --torch debian      # only Debian's PyTorch (run_torch_ref.sh)
+#   bench/compare_recipe.sh --logs runs/compare # keep the programs' logs there
+#
+# Which PyTorch is the yardstick is measured, as in compare_torch.sh: with --torch auto (the
+# default) Debian's 1.13 (run_torch_ref.sh, OpenBLAS) and PyPI's current one (run_torch_pypi.sh,
+# MKL and oneDNN) each train the recipe for one minute first, and the one with more tokens/s
+# trains for the full time; --torch debian or --torch pypi skips the probe.
 #
 # kiln evaluates its best-by-validation weights (validation every --eval-every steps, outside the
 # budget); torch_ref.py its final weights, which the schedule has decayed. Nothing else may run on
@@ -17,13 +24,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=15
 threads=$(nproc)
+seed=
+torch=auto
+logs=
 while [ $# -gt 0 ]; do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --torch) torch=$2; shift 2 ;;
+    --logs) logs=$2; shift 2 ;;
     *) echo "compare_recipe: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+case $torch in
+  auto | pypi | debian) ;;
+  *) echo "compare_recipe: --torch is auto, pypi or debian, not $torch" >&2; exit 2 ;;
+esac
 data=${KILN_DATA:-datasets/wikitext-2}
 train_lm=${KILN_BUILD_DIR:-build}/apps/train_lm
 [ -x "$train_lm" ] || { echo "compare_recipe: build first (scripts/setup.sh)" >&2; exit 1; }
@@ -41,19 +58,26 @@ for flag in --d-model --heads --layers --ff --norm --activation --seq-len --batc
   --dropout --word-dropout --lr --beta1 --beta2 --eps --clip --schedule --warmup --min-lr \
   --decay-fraction --adaptive-div --seed; do
   value=$(default_of "$flag")
+  [ "$flag" != --seed ] || value=${seed:-$value}
   [ -n "$value" ] || { echo "compare_recipe: train_lm --help shows no default for $flag" >&2; exit 1; }
   recipe+=("$flag" "$value")
 done
 torch_recipe=("${recipe[@]/#--warmup/--lr-warmup}")
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [ -n "$logs" ]; then
+  mkdir -p "$logs"
+  work=$logs
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
 echo "compare_recipe: $minutes minutes each, $threads threads, data $data"
 echo "recipe: ${recipe[*]}"
 uptime
 
 "$train_lm" --data "$data" --threads "$threads" --time-budget "$budget" "${recipe[@]}" \
-  --metrics "$work/kiln.jsonl" >"$work/kiln" 2>&1 || { cat "$work/kiln" >&2; exit 1; }
+  --save "$work/kiln.safetensors" --metrics "$work/kiln.jsonl" >"$work/kiln" 2>&1 ||
+  { cat "$work/kiln" >&2; exit 1; }
 precision=$(sed -nE '1s/^precision ([a-z0-9]+).*/\1/p' "$work/kiln")
 [ -n "$precision" ] || precision=$(default_of --precision)
 cutoffs=$(sed -nE 's/^model: .*\| adaptive softmax ([0-9,]+) div .*/\1/p' "$work/kiln")
@@ -66,14 +90,37 @@ kiln_steps=$(awk '$1 == "RESULT" { print $5 }' "$work/kiln")
 kiln_tps=$(awk '$1 == "RESULT" { print $3 }' "$work/kiln")
 grep -E '^(precision|model|training|schedule|RESULT)' "$work/kiln"
 
-bench/run_torch_ref.sh --data "$data" --threads "$threads" --time-budget "$budget" --eval \
-  --precision "$precision" "${torch_recipe[@]}" >"$work/torch" 2>&1 ||
-  { cat "$work/torch" >&2; exit 1; }
+# torch_ref.py through a runner (run_torch_ref.sh or run_torch_pypi.sh) for S seconds, logged to
+# F, with any further arguments (--eval).
+torch_ref() {
+  local runner=$1 seconds=$2 log=$3
+  shift 3
+  "$runner" --data "$data" --threads "$threads" --time-budget "$seconds" "$@" \
+    --precision "$precision" "${torch_recipe[@]}" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+}
+tokens_per_sec() { sed -nE 's/^RESULT train_tokens_per_sec ([0-9.]+) .*/\1/p' "$1"; }
+case $torch in
+  debian) torch_runner=bench/run_torch_ref.sh ;;
+  pypi) torch_runner=bench/run_torch_pypi.sh ;;
+  auto)
+    torch_ref bench/run_torch_ref.sh 60 "$work/probe.debian"
+    torch_ref bench/run_torch_pypi.sh 60 "$work/probe.pypi"
+    debian_tps=$(tokens_per_sec "$work/probe.debian")
+    pypi_tps=$(tokens_per_sec "$work/probe.pypi")
+    echo "probe, one minute each: Debian's PyTorch $debian_tps tokens/s, PyPI's $pypi_tps"
+    if awk -v a="$debian_tps" -v b="$pypi_tps" 'BEGIN { exit !(a >= b) }'; then
+      torch_runner=bench/run_torch_ref.sh
+    else
+      torch_runner=bench/run_torch_pypi.sh
+    fi
+    ;;
+esac
+torch_ref "$torch_runner" "$budget" "$work/torch" --eval
 grep -E '^(torch|model|schedule|RESULT)' "$work/torch"
 torch_valid=$(sed -nE 's/^RESULT valid loss [0-9.]+ ppl ([0-9.]+).*/\1/p' "$work/torch")
 torch_test=$(sed -nE 's/.*\| test loss [0-9.]+ ppl ([0-9.]+).*/\1/p' "$work/torch")
 torch_steps=$(sed -nE 's/^RESULT steps ([0-9]+) .*/\1/p' "$work/torch")
-torch_tps=$(sed -nE 's/^RESULT train_tokens_per_sec ([0-9.]+) .*/\1/p' "$work/torch")
+torch_tps=$(tokens_per_sec "$work/torch")
 
 printf '%-24s %8s %10s %10s %10s\n' "$minutes min, $precision" steps "tokens/s" "valid ppl" "test ppl"
 printf '%-24s %8s %10s %10s %10s\n' kiln "$kiln_steps" "$kiln_tps" "$kiln_valid" "$kiln_test"
