@@ -9,13 +9,14 @@
 #
 #   bench/compare_recipe.sh                     # 15 minutes each, every core
 #   bench/compare_recipe.sh --minutes 2 --threads 1 --seed 2
-#   bench/compare_recipe.sh --torch debian      # only Debian's PyTorch (run_torch_ref.sh)
+#   bench/compare_recipe.sh --torch ref         # only Debian's PyTorch (run_torch_ref.sh)
 #   bench/compare_recipe.sh --logs runs/compare # keep the programs' logs there
 #
 # Which PyTorch is the yardstick is measured, as in compare_torch.sh: with --torch auto (the
 # default) Debian's 1.13 (run_torch_ref.sh, OpenBLAS) and PyPI's current one (run_torch_pypi.sh,
 # MKL and oneDNN) each train the recipe for one minute first, and the one with more tokens/s
-# trains for the full time; --torch debian or --torch pypi skips the probe.
+# trains for the full time; --torch ref or --torch pypi (compare_torch.sh's names) skips the
+# probe.
 #
 # kiln evaluates its best-by-validation weights (validation every --eval-every steps, outside the
 # budget); torch_ref.py its final weights, which the schedule has decayed. Nothing else may run on
@@ -38,8 +39,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case $torch in
-  auto | pypi | debian) ;;
-  *) echo "compare_recipe: --torch is auto, pypi or debian, not $torch" >&2; exit 2 ;;
+  auto | ref | pypi) ;;
+  *) echo "compare_recipe: --torch is auto, ref or pypi, not $torch" >&2; exit 2 ;;
 esac
 data=${KILN_DATA:-datasets/wikitext-2}
 train_lm=${KILN_BUILD_DIR:-build}/apps/train_lm
@@ -90,32 +91,24 @@ kiln_steps=$(awk '$1 == "RESULT" { print $5 }' "$work/kiln")
 kiln_tps=$(awk '$1 == "RESULT" { print $3 }' "$work/kiln")
 grep -E '^(precision|model|training|schedule|RESULT)' "$work/kiln"
 
-# torch_ref.py through a runner (run_torch_ref.sh or run_torch_pypi.sh) for S seconds, logged to
-# F, with any further arguments (--eval).
+# torch_ref.py through bench/run_torch_<ref|pypi>.sh for S seconds, logged to F, with any further
+# arguments (--eval).
 torch_ref() {
-  local runner=$1 seconds=$2 log=$3
+  local runner=bench/run_torch_$1.sh seconds=$2 log=$3
   shift 3
   "$runner" --data "$data" --threads "$threads" --time-budget "$seconds" "$@" \
     --precision "$precision" "${torch_recipe[@]}" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
 }
 tokens_per_sec() { sed -nE 's/^RESULT train_tokens_per_sec ([0-9.]+) .*/\1/p' "$1"; }
-case $torch in
-  debian) torch_runner=bench/run_torch_ref.sh ;;
-  pypi) torch_runner=bench/run_torch_pypi.sh ;;
-  auto)
-    torch_ref bench/run_torch_ref.sh 60 "$work/probe.debian"
-    torch_ref bench/run_torch_pypi.sh 60 "$work/probe.pypi"
-    debian_tps=$(tokens_per_sec "$work/probe.debian")
-    pypi_tps=$(tokens_per_sec "$work/probe.pypi")
-    echo "probe, one minute each: Debian's PyTorch $debian_tps tokens/s, PyPI's $pypi_tps"
-    if awk -v a="$debian_tps" -v b="$pypi_tps" 'BEGIN { exit !(a >= b) }'; then
-      torch_runner=bench/run_torch_ref.sh
-    else
-      torch_runner=bench/run_torch_pypi.sh
-    fi
-    ;;
-esac
-torch_ref "$torch_runner" "$budget" "$work/torch" --eval
+if [ "$torch" = auto ]; then
+  torch_ref ref 60 "$work/probe.ref"
+  torch_ref pypi 60 "$work/probe.pypi"
+  ref_tps=$(tokens_per_sec "$work/probe.ref")
+  pypi_tps=$(tokens_per_sec "$work/probe.pypi")
+  echo "probe, one minute each: Debian's PyTorch $ref_tps tokens/s, PyPI's $pypi_tps"
+  torch=$(awk -v a="$ref_tps" -v b="$pypi_tps" 'BEGIN { print (a >= b) ? "ref" : "pypi" }')
+fi
+torch_ref "$torch" "$budget" "$work/torch" --eval
 grep -E '^(torch|model|schedule|RESULT)' "$work/torch"
 torch_valid=$(sed -nE 's/^RESULT valid loss [0-9.]+ ppl ([0-9.]+).*/\1/p' "$work/torch")
 torch_test=$(sed -nE 's/.*\| test loss [0-9.]+ ppl ([0-9.]+).*/\1/p' "$work/torch")
